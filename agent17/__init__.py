@@ -1,0 +1,44 @@
+"""agent17: work stealing and autonomy on a leased SQLite task board."""
+
+from agent17.claims import DirectTaskClaimService, ToolContext
+from agent17.domain import (
+    ErrorCode,
+    EventKind,
+    Task,
+    TaskClaim,
+    TaskCompletion,
+    TaskError,
+    TaskEvent,
+    TaskStatus,
+)
+from agent17.store.sqlite import SqliteTaskStore
+from agent17.tools.base import ToolDefinition, ToolRegistry
+from agent17.tools.task_tools import leased_task_tool_definitions
+from agent17.wire import claim_payload, task_payload
+from agent17.work_stealing import (
+    WorkStealingRuntime,
+    register_leased_task_tools,
+    register_teammate_leased_task_tools,
+)
+
+__all__ = [
+    "DirectTaskClaimService",
+    "ErrorCode",
+    "EventKind",
+    "SqliteTaskStore",
+    "Task",
+    "TaskClaim",
+    "TaskCompletion",
+    "TaskError",
+    "TaskEvent",
+    "TaskStatus",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolRegistry",
+    "WorkStealingRuntime",
+    "claim_payload",
+    "leased_task_tool_definitions",
+    "register_leased_task_tools",
+    "register_teammate_leased_task_tools",
+    "task_payload",
+]

@@ -1,0 +1,173 @@
+"""Who may run what: a per-tool permission policy with human approval, and an audit trail.
+
+Working autonomously does not lower the bar for side effects: a teammate that
+claimed a task by itself still needs approval to run `shell` or `write_file`,
+and every tool call, with its decision and outcome, is written down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TextIO
+
+from agent17.domain import Clock, utc_now
+from agent17.wire import utc_wire_time
+
+Rule = Literal["allow", "deny", "ask"]
+"""What the policy says about one tool: run it, refuse it, or ask a human."""
+
+Decision = Literal["allow", "deny"]
+"""The policy's answer for one call."""
+
+AuditDecision = Literal["allow", "deny", "replayed", "refused"]
+"""What the runner did with a call: ran it, was denied, replayed a recorded result,
+or refused it before asking anyone (unknown tool, invalid arguments)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """What a human approver is shown: who wants to run which tool with which arguments."""
+
+    identity: str
+    tool: str
+    arguments: Mapping[str, Any]
+
+
+Approver = Callable[[ApprovalRequest], bool]
+"""Answers an ApprovalRequest: True approves the call, False denies it."""
+
+
+class PermissionPolicy:
+    """Per-tool rules; a tool without a rule is allowed, unless it is effectful (then: ask).
+
+    "ask" consults the approver; with no approver, "ask" means deny.
+    """
+
+    def __init__(self, rules: Mapping[str, Rule], ask: Approver | None = None) -> None:
+        for tool, rule in rules.items():
+            if rule not in ("allow", "deny", "ask"):
+                raise ValueError(f"rule for {tool!r} must be allow, deny or ask, not {rule!r}")
+        self.rules: dict[str, Rule] = dict(rules)
+        self.ask = ask
+
+    def rule_for(self, tool: str, *, effectful: bool) -> Rule:
+        """The rule that applies to `tool` (an unlisted effectful tool needs approval)."""
+        return self.rules.get(tool, "ask" if effectful else "allow")
+
+    def decide(self, request: ApprovalRequest, *, effectful: bool) -> Decision:
+        """Allow or deny one call, asking the approver when the rule says "ask"."""
+        rule = self.rule_for(request.tool, effectful=effectful)
+        if rule == "ask":
+            return "allow" if self.ask is not None and self.ask(request) else "deny"
+        return rule
+
+
+def teammate_policy(ask: Approver | None = None) -> PermissionPolicy:
+    """The default for teammates: shell and write_file need approval, the rest is allowed."""
+    return PermissionPolicy({"shell": "ask", "write_file": "ask"}, ask)
+
+
+def terminal_approver(stdin: TextIO, stdout: TextIO) -> Approver:
+    """Ask y/N on a terminal; without a terminal (CI, pipes) every request is denied."""
+    # Teammates run in threads: one question on the screen at a time.
+    lock = threading.Lock()
+
+    def approve(request: ApprovalRequest) -> bool:
+        arguments = json.dumps(dict(request.arguments), sort_keys=True)
+        with lock:
+            if not stdin.isatty():
+                stdout.write(f"[denied: no terminal] {request.identity} -> {request.tool}\n")
+                stdout.flush()
+                return False
+            stdout.write(f"{request.identity} wants to run {request.tool} {arguments}. Allow? [y/N] ")
+            stdout.flush()
+            answer = stdin.readline()
+        return answer.strip().lower() in ("y", "yes")
+
+    return approve
+
+
+class AuditTrail:
+    """An append-only record of every tool call: one JSON object per line.
+
+    Fields: seq, at_utc, identity, tool, arguments, decision, outcome
+    (`"ok"` or an error code), idempotency_key. Each record is flushed and
+    fsynced before `append` returns. Safe for threads; use one AuditTrail per
+    file per process (seq continues from the records already in the file).
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None, *, clock: Clock = utc_now) -> None:
+        self.path = Path(path) if path is not None else None
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._memory: list[dict[str, Any]] = []
+        self._next_seq = len(self.records()) + 1
+
+    @classmethod
+    def in_memory(cls, *, clock: Clock = utc_now) -> AuditTrail:
+        """An audit trail kept in a list (tests, notebooks)."""
+        return cls(None, clock=clock)
+
+    @classmethod
+    def for_workspace(cls, workspace: str | os.PathLike[str], *, clock: Clock = utc_now) -> AuditTrail:
+        """The workspace's trail: `<workspace>/.agent_tutorial/audit.jsonl`."""
+        return cls(Path(workspace) / ".agent_tutorial" / "audit.jsonl", clock=clock)
+
+    def append(
+        self,
+        *,
+        identity: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        decision: AuditDecision,
+        outcome: str,
+        idempotency_key: str | None,
+    ) -> dict[str, Any]:
+        """Write one record durably and return it."""
+        with self._lock:
+            record = {
+                "seq": self._next_seq,
+                "at_utc": utc_wire_time(self._clock()),
+                "identity": identity,
+                "tool": tool,
+                "arguments": dict(arguments),
+                "decision": decision,
+                "outcome": outcome,
+                "idempotency_key": idempotency_key,
+            }
+            line = json.dumps(record, sort_keys=True, default=str) + "\n"
+            if self.path is None:
+                self._memory.append(json.loads(line))
+            else:
+                self._append_line(self.path, line)
+            self._next_seq += 1
+            return record
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every record so far, oldest first."""
+        if self.path is None:
+            return [dict(record) for record in self._memory]
+        try:
+            with open(self.path, encoding="utf-8") as file:
+                return [json.loads(line) for line in file if line.strip()]
+        except FileNotFoundError:
+            return []
+
+    @staticmethod
+    def _append_line(path: Path, line: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # O_NOFOLLOW: a symlink planted at the trail's path must not redirect our writes.
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        descriptor = os.open(path, flags, 0o600)
+        try:
+            data = line.encode("utf-8")
+            while data:
+                data = data[os.write(descriptor, data) :]
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)

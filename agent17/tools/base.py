@@ -1,0 +1,123 @@
+"""What a tool is: a name, a strict pydantic input model and a `run` that returns JSON.
+
+`run` is the single boundary between a model's arguments and our code:
+arguments are validated here, known errors become `{"error": {code, message}}`
+and anything unexpected propagates, because a bug must not look like a refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent17.claims import ToolContext
+from agent17.domain import CANONICAL_UUID, TaskError
+
+TaskId = Annotated[
+    str,
+    Field(
+        pattern=CANONICAL_UUID.pattern,
+        description="A canonical UUID: lowercase, hyphenated, 36 characters.",
+    ),
+]
+"""A task id or claim token as tool input: a canonical UUID string."""
+
+
+class StrictInput(BaseModel):
+    """Base of every tool input model: unknown fields (such as `owner`) are refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class ToolError(Exception):
+    """A known refusal of a non-task tool (file, shell, message); `code` is stable."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def error_result(code: str, message: str) -> dict[str, Any]:
+    """The one shape of a refused tool call."""
+    return {"error": {"code": code, "message": message}}
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """A short, model-readable account of what was wrong with the arguments."""
+    parts = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+InputT = TypeVar("InputT", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition(Generic[InputT]):
+    """One tool as a model sees it (`name`, `description`, input schema) plus its handler.
+
+    `effectful` marks tools whose calls pass the permission policy (shell, write_file).
+    """
+
+    name: str
+    description: str
+    input_model: type[InputT]
+    handler: Callable[[InputT, ToolContext], dict[str, Any]]
+    effectful: bool = False
+
+    def parameters_schema(self) -> dict[str, Any]:
+        """The JSON schema of the input model, as sent to the model."""
+        return self.input_model.model_json_schema()
+
+    def run(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
+        """Validate `arguments`, run the tool as `context.identity`, return a JSON-ready dict."""
+        try:
+            parsed = self.input_model.model_validate(dict(arguments))
+        except ValidationError as error:
+            return error_result("invalid_arguments", describe_validation_error(error))
+        try:
+            return self.handler(parsed, context)
+        except (TaskError, ToolError) as error:
+            return error_result(error.code, error.message)
+
+
+AnyTool = ToolDefinition[Any]
+
+
+class ToolRegistry:
+    """The tools one agent may call, in registration order; a name is registered once."""
+
+    def __init__(self, tools: tuple[AnyTool, ...] | list[AnyTool] = ()) -> None:
+        self._tools: dict[str, AnyTool] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: AnyTool) -> None:
+        """Add a tool; a second tool with the same name is a wiring bug and is refused."""
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> AnyTool | None:
+        """The tool called `name`, or None."""
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Tool names in registration order."""
+        return tuple(self._tools)
+
+    def __iter__(self) -> Iterator[AnyTool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
