@@ -147,6 +147,7 @@ def _count_tool_calls(messages: Sequence[Message]) -> int:
 # The scripted model
 # ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True)
 class Call:
     """A tool call a script wants to make (the model gives it a deterministic id)."""
@@ -204,7 +205,9 @@ class ScriptedModel:
                 raise UnexpectedModelCall(
                     f"{self.name} model wants {call.name!r} but was offered {sorted(offered)}"
                 )
-            tool_calls.append(ToolCall(f"call_{first_id + offset}", call.name, dict(call.arguments)))
+            tool_calls.append(
+                ToolCall(f"call_{first_id + offset}", call.name, dict(call.arguments))
+            )
         return ModelReply(reply.text, tuple(tool_calls))
 
 
@@ -227,10 +230,14 @@ def teammate_script(*, write_notes: bool = False) -> ScriptedModel:
             notes = turn.outcomes_of("write_file")
             if not notes:
                 content = f"# {task['subject']}\n\n{task['description']}\n"
-                return Reply(calls=(Call("write_file", {"path": notes_path(task), "content": content}),))
+                return Reply(
+                    calls=(Call("write_file", {"path": notes_path(task), "content": content}),)
+                )
             if notes[-1].error_code is not None:
                 # No retry loop: say what went wrong; the lease will run out (R4).
-                return Reply(f"Could not write notes for {task['subject']}: {notes[-1].error_code}.")
+                return Reply(
+                    f"Could not write notes for {task['subject']}: {notes[-1].error_code}."
+                )
         completions = turn.outcomes_of("complete_task")
         if not completions:
             arguments = {"task_id": task["id"], "claim_token": claim["claim_token"]}

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from agent17.domain import Clock, utc_now
+from agent17.store.paths import safe_state_file
 from agent17.wire import utc_wire_time
 
 Rule = Literal["allow", "deny", "ask"]
@@ -84,7 +85,9 @@ def terminal_approver(stdin: TextIO, stdout: TextIO) -> Approver:
                 stdout.write(f"[denied: no terminal] {request.identity} -> {request.tool}\n")
                 stdout.flush()
                 return False
-            stdout.write(f"{request.identity} wants to run {request.tool} {arguments}. Allow? [y/N] ")
+            stdout.write(
+                f"{request.identity} wants to run {request.tool} {arguments}. Allow? [y/N] "
+            )
             stdout.flush()
             answer = stdin.readline()
         return answer.strip().lower() in ("y", "yes")
@@ -114,9 +117,12 @@ class AuditTrail:
         return cls(None, clock=clock)
 
     @classmethod
-    def for_workspace(cls, workspace: str | os.PathLike[str], *, clock: Clock = utc_now) -> AuditTrail:
+    def for_workspace(
+        cls, workspace: str | os.PathLike[str], *, clock: Clock = utc_now
+    ) -> AuditTrail:
         """The workspace's trail: `<workspace>/.agent_tutorial/audit.jsonl`."""
-        return cls(Path(workspace) / ".agent_tutorial" / "audit.jsonl", clock=clock)
+        # The same path checks as the task database: no symlinks, hard links or escapes.
+        return cls(safe_state_file(workspace, "audit.jsonl"), clock=clock)
 
     def append(
         self,

@@ -1,0 +1,322 @@
+"""AgentRunner: the loop that lets a model call tools until it answers.
+
+One run: append the user message; ask the model; if it called tools, run each
+one (permission policy first for effectful tools, every call audited) and feed
+the results back as `tool` messages; repeat until the model answers without
+tool calls, or `max_turns` model calls have been made.
+
+The runner never decides that work is done. It runs only the tools the model
+calls; a task becomes completed only through an explicit `complete_task` call
+(R4). If the model never makes that call, the task's lease simply runs out.
+
+Idempotency (R3). A teammate's run on an auto-claimed task gets that claim's
+token as `idempotency_key`. With an `IdempotencyLedger`, the result of every
+effectful call (shell, write_file) that actually ran and succeeded is recorded
+under (idempotency_key, ordinal, tool name, canonical JSON arguments), where
+`ordinal` counts the effectful calls of this run from 0. When a run with the
+same key is retried and its n-th effectful call is the same tool with the same
+arguments, the recorded result is returned and the tool is not executed again
+(audited as "replayed", without asking for approval: nothing will happen).
+Not recorded, so always executed: non-effectful tools, calls in runs without a
+key, and calls that ended in an error result (a refusal changed nothing, so a
+retry may try again). This makes retries of one claim safe for our own tools;
+it is not exactly-once for the world: a command that half-ran before a crash
+was never recorded and will run again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from agent17.agent.models import Message, Model, ModelReply, ToolCall
+from agent17.agent.permissions import (
+    ApprovalRequest,
+    AuditDecision,
+    AuditTrail,
+    PermissionPolicy,
+    teammate_policy,
+)
+from agent17.claims import ToolContext
+from agent17.store.paths import safe_state_file
+from agent17.tools.base import AnyTool, ToolRegistry, describe_validation_error, error_result
+
+DEFAULT_MAX_TURNS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    """One tool call of a run: what was asked, what was decided, and what came back."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    decision: AuditDecision
+    outcome: str
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run ended: the final text, model calls used, and every tool call made."""
+
+    final_text: str
+    turns: int
+    tool_calls: tuple[ToolCallRecord, ...]
+    stopped: Literal["answered", "turn_limit"]
+
+
+# ---------------------------------------------------------------------------
+# The idempotency ledger
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerKey:
+    """Identifies one effectful call of a keyed run: key, ordinal, tool, canonical arguments."""
+
+    idempotency_key: str
+    ordinal: int
+    tool: str
+    arguments_json: str
+
+    @classmethod
+    def of(cls, idempotency_key: str, ordinal: int, call: ToolCall) -> LedgerKey:
+        """The key of `call`, with its arguments in canonical JSON (sorted keys, no spaces)."""
+        canonical = json.dumps(
+            call.arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+        return cls(idempotency_key, ordinal, call.name, canonical)
+
+
+class IdempotencyLedger:
+    """Results of effectful calls per LedgerKey, in SQLite (a file, or memory for tests).
+
+    The first recorded result for a key wins, also across processes sharing the file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            parent = Path(self.path).parent
+            parent.mkdir(parents=True, exist_ok=True)
+            if Path(self.path).is_symlink():
+                raise ValueError(f"refusing a symlinked idempotency ledger at {self.path!r}")
+        self._lock = threading.Lock()
+        self._connection = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+        )
+        self._connection.execute(
+            "CREATE TABLE IF NOT EXISTS tool_results ("
+            " idempotency_key TEXT NOT NULL, ordinal INTEGER NOT NULL, tool TEXT NOT NULL,"
+            " arguments_json TEXT NOT NULL, result_json TEXT NOT NULL,"
+            " PRIMARY KEY (idempotency_key, ordinal, tool, arguments_json))"
+        )
+
+    @classmethod
+    def in_memory(cls) -> IdempotencyLedger:
+        """A ledger that lives as long as this object (tests, notebooks)."""
+        return cls(":memory:")
+
+    @classmethod
+    def for_workspace(cls, workspace: str | os.PathLike[str]) -> IdempotencyLedger:
+        """The workspace's ledger: `<workspace>/.agent_tutorial/idempotency.sqlite3`."""
+        # The same path checks as the task database: no symlinks, hard links or escapes.
+        return cls(safe_state_file(workspace, "idempotency.sqlite3"))
+
+    def lookup(self, key: LedgerKey) -> dict[str, Any] | None:
+        """The recorded result for `key`, or None."""
+        with self._lock:
+            row = self._connection.execute(
+                "SELECT result_json FROM tool_results WHERE idempotency_key = ? AND ordinal = ?"
+                " AND tool = ? AND arguments_json = ?",
+                (key.idempotency_key, key.ordinal, key.tool, key.arguments_json),
+            ).fetchone()
+        if row is None:
+            return None
+        result: dict[str, Any] = json.loads(row[0])
+        return result
+
+    def record(self, key: LedgerKey, result: Mapping[str, Any]) -> None:
+        """Remember `result` for `key` (a second result for the same key is ignored)."""
+        with self._lock:
+            self._connection.execute(
+                "INSERT OR IGNORE INTO tool_results VALUES (?, ?, ?, ?, ?)",
+                (
+                    key.idempotency_key,
+                    key.ordinal,
+                    key.tool,
+                    key.arguments_json,
+                    json.dumps(dict(result), sort_keys=True),
+                ),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            (count,) = self._connection.execute("SELECT COUNT(*) FROM tool_results").fetchone()
+        return int(count)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._connection.close()
+
+
+# ---------------------------------------------------------------------------
+# The runner
+# ---------------------------------------------------------------------------
+
+
+class AgentRunner:
+    """Runs one agent's conversation with its model and tools; `.messages` carries over.
+
+    Without a policy, effectful tools are denied (the teammate policy with no approver).
+    One runner serves one agent and one run at a time.
+    """
+
+    def __init__(
+        self,
+        identity: str,
+        model: Model,
+        tools: ToolRegistry,
+        *,
+        system_prompt: str,
+        policy: PermissionPolicy | None = None,
+        audit: AuditTrail | None = None,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        ledger: IdempotencyLedger | None = None,
+    ) -> None:
+        if max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        self.identity = identity
+        self.model = model
+        self.tools = tools
+        self.policy = policy if policy is not None else teammate_policy()
+        self.audit = audit
+        self.max_turns = max_turns
+        self.ledger = ledger
+        self.messages: list[Message] = [{"role": "system", "content": system_prompt}]
+
+    def run(self, user_text: str, *, idempotency_key: str | None = None) -> RunResult:
+        """Give the model `user_text` and run the tools it calls until it answers."""
+        self.messages.append({"role": "user", "content": user_text})
+        records: list[ToolCallRecord] = []
+        effectful_calls = 0
+        for turn in range(1, self.max_turns + 1):
+            reply = self.model.complete(self.messages, tuple(self.tools))
+            if not reply.tool_calls:
+                final_text = reply.text or ""
+                self.messages.append({"role": "assistant", "content": final_text})
+                return RunResult(final_text, turn, tuple(records), "answered")
+            self.messages.append(assistant_message(reply))
+            for call in reply.tool_calls:
+                tool = self.tools.get(call.name)
+                ordinal = None
+                if tool is not None and tool.effectful:
+                    ordinal, effectful_calls = effectful_calls, effectful_calls + 1
+                record = self._run_tool(call, tool, idempotency_key, ordinal)
+                records.append(record)
+                self.messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "content": json.dumps(record.result, sort_keys=True),
+                    }
+                )
+        final_text = f"Stopped after {self.max_turns} model calls without a final answer."
+        return RunResult(final_text, self.max_turns, tuple(records), "turn_limit")
+
+    def _run_tool(
+        self,
+        call: ToolCall,
+        tool: AnyTool | None,
+        idempotency_key: str | None,
+        ordinal: int | None,
+    ) -> ToolCallRecord:
+        decision: AuditDecision
+        if tool is None:
+            decision, result = "refused", error_result("unknown_tool", f"no tool {call.name!r}")
+        elif call.arguments_error is not None:
+            decision, result = "refused", error_result("invalid_arguments", call.arguments_error)
+        else:
+            decision, result = self._decide_and_run(call, tool, idempotency_key, ordinal)
+        outcome = _outcome(result)
+        if self.audit is not None:
+            self.audit.append(
+                identity=self.identity,
+                tool=call.name,
+                arguments=call.arguments,
+                decision=decision,
+                outcome=outcome,
+                idempotency_key=idempotency_key,
+            )
+        return ToolCallRecord(call.id, call.name, call.arguments, decision, outcome, result)
+
+    def _decide_and_run(
+        self, call: ToolCall, tool: AnyTool, idempotency_key: str | None, ordinal: int | None
+    ) -> tuple[AuditDecision, dict[str, Any]]:
+        # Validate before asking: a human should never be asked to approve garbage.
+        try:
+            tool.input_model.model_validate(call.arguments)
+        except ValidationError as error:
+            return "refused", error_result("invalid_arguments", describe_validation_error(error))
+        key = None
+        if self.ledger is not None and idempotency_key is not None and ordinal is not None:
+            key = LedgerKey.of(idempotency_key, ordinal, call)
+            recorded = self.ledger.lookup(key)
+            if recorded is not None:
+                return "replayed", recorded
+        request = ApprovalRequest(self.identity, call.name, dict(call.arguments))
+        if self.policy.decide(request, effectful=tool.effectful) == "deny":
+            return "deny", error_result(
+                "permission_denied", f"{self.identity} may not run {call.name} now"
+            )
+        context = ToolContext(identity=self.identity, idempotency_key=idempotency_key)
+        try:
+            result = tool.run(call.arguments, context)
+        except Exception:
+            # A bug in a tool propagates, but the trail still shows the call was made.
+            if self.audit is not None:
+                self.audit.append(
+                    identity=self.identity,
+                    tool=call.name,
+                    arguments=call.arguments,
+                    decision="allow",
+                    outcome="raised",
+                    idempotency_key=idempotency_key,
+                )
+            raise
+        if key is not None and self.ledger is not None and _outcome(result) == "ok":
+            self.ledger.record(key, result)
+        return "allow", result
+
+
+def assistant_message(reply: ModelReply) -> Message:
+    """A reply with tool calls, as the Chat Completions assistant message that records it."""
+    return {
+        "role": "assistant",
+        "content": reply.text,
+        "tool_calls": [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments_json},
+            }
+            for call in reply.tool_calls
+        ],
+    }
+
+
+def _outcome(result: Mapping[str, Any]) -> str:
+    error = result.get("error")
+    if isinstance(error, Mapping):
+        return str(error.get("code"))
+    return "ok"

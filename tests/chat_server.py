@@ -1,0 +1,157 @@
+"""A real HTTP server on 127.0.0.1 speaking just enough Chat Completions for our tests.
+
+It answers POST /v1/chat/completions from a queue of scripted responses, shaped
+like OpenAI's (tool_calls with JSON-string arguments, finish_reason), and keeps
+every request body it received so tests can check what the SDK really sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ScriptedResponse:
+    """One HTTP answer: a status code and a JSON body."""
+
+    status: int
+    body: dict[str, Any]
+
+
+def text_completion(text: str, model: str = "test-model") -> ScriptedResponse:
+    """A completion whose message is plain text (finish_reason "stop")."""
+    return _completion({"role": "assistant", "content": text}, "stop", model)
+
+
+def tool_call_completion(
+    calls: Sequence[tuple[str, str, str]], text: str | None = None, model: str = "test-model"
+) -> ScriptedResponse:
+    """A completion calling tools: each call is (id, name, arguments as a raw string)."""
+    message = {
+        "role": "assistant",
+        "content": text,
+        "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+            for call_id, name, arguments in calls
+        ],
+    }
+    return _completion(message, "tool_calls", model)
+
+
+def error_response(status: int, message: str) -> ScriptedResponse:
+    """An OpenAI-style error body with the given HTTP status."""
+    return ScriptedResponse(
+        status, {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
+    )
+
+
+def _completion(message: dict[str, Any], finish_reason: str, model: str) -> ScriptedResponse:
+    return ScriptedResponse(
+        200,
+        {
+            "id": "chatcmpl-test",
+            "object": "chat.completion",
+            "created": 1767225600,
+            "model": model,
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        },
+    )
+
+
+class ChatServer:
+    """The running server: `url` for the SDK, `respond_with()` to queue, `requests` to inspect.
+
+    `requests` holds each JSON body received and `headers` its headers (lower-case names).
+    """
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        self._queue: list[ScriptedResponse] = []
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        # A short poll interval keeps shutdown() (fixture teardown) quick.
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        """The base URL to give `openai.OpenAI(base_url=...)`."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    def respond_with(self, *responses: ScriptedResponse) -> None:
+        """Queue responses, answered in order, one per request."""
+        with self._lock:
+            self._queue.extend(responses)
+
+    @property
+    def pending(self) -> int:
+        """How many queued responses were not asked for."""
+        with self._lock:
+            return len(self._queue)
+
+    def start(self) -> None:
+        """Serve in a background thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving, close the socket and wait for the thread."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=10)
+
+    def _next(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> ScriptedResponse:
+        with self._lock:
+            self.paths.append(path)
+            self.headers.append(headers)
+            self.requests.append(body)
+            if path != "/v1/chat/completions":
+                return error_response(404, f"no such path {path}")
+            if not self._queue:
+                # A request nobody scripted must fail the test, not hang it.
+                return error_response(500, "chat_server: no scripted response left")
+            return self._queue.pop(0)
+
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                headers = {key.lower(): value for key, value in self.headers.items()}
+                response = server._next(self.path, headers, body)
+                payload = json.dumps(response.body).encode()
+                self.send_response(response.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # keep pytest output clean
+
+        return Handler
+
+
+@contextmanager
+def running_chat_server() -> Iterator[ChatServer]:
+    """Start a ChatServer on a free port and always shut it down afterwards."""
+    server = ChatServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,181 @@
+"""shell, read_file and write_file stay inside the workspace and keep the board's files safe."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent17.claims import ToolContext
+from agent17.tools.base import AnyTool
+from agent17.tools.workspace_tools import workspace_tool_definitions
+
+CONTEXT = ToolContext(identity="alice")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "workspace"
+    root.mkdir()
+    (root / ".agent_tutorial").mkdir()
+    (root / ".agent_tutorial" / "tasks.sqlite3").write_text("board")
+    return root
+
+
+@pytest.fixture
+def tools(workspace: Path) -> dict[str, AnyTool]:
+    return {tool.name: tool for tool in workspace_tool_definitions(workspace, max_output_chars=40)}
+
+
+def run(tools: dict[str, AnyTool], name: str, **arguments: Any) -> dict[str, Any]:
+    return tools[name].run(arguments, CONTEXT)
+
+
+def error_code(result: dict[str, Any]) -> str | None:
+    error = result.get("error")
+    return error["code"] if isinstance(error, dict) else None
+
+
+def test_tools_come_in_order_and_only_shell_and_write_file_are_effectful(workspace: Path) -> None:
+    definitions = workspace_tool_definitions(workspace)
+    assert [tool.name for tool in definitions] == ["shell", "read_file", "write_file"]
+    assert [tool.effectful for tool in definitions] == [True, False, True]
+
+
+def test_write_then_read_round_trips_text_and_creates_parent_folders(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    written = run(tools, "write_file", path="notes/deep/a.md", content="héllo\n")
+    assert written == {"path": "notes/deep/a.md", "bytes_written": len("héllo\n".encode())}
+    assert (workspace / "notes" / "deep" / "a.md").read_text(encoding="utf-8") == "héllo\n"
+    assert run(tools, "read_file", path="notes/deep/a.md") == {
+        "path": "notes/deep/a.md",
+        "content": "héllo\n",
+    }
+
+
+def test_write_file_replaces_content_and_leaves_no_temp_files(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    run(tools, "write_file", path="a.txt", content="old")
+    run(tools, "write_file", path="a.txt", content="new")
+    assert (workspace / "a.txt").read_text() == "new"
+    assert sorted(p.name for p in workspace.iterdir()) == [".agent_tutorial", "a.txt"]
+
+
+def test_absolute_inside_path_is_accepted(tools: dict[str, AnyTool], workspace: Path) -> None:
+    result = run(tools, "write_file", path=str(workspace / "x.txt"), content="x")
+    assert result["path"] == "x.txt"
+
+
+@pytest.mark.parametrize("tool", ["read_file", "write_file"])
+@pytest.mark.parametrize("path", ["../outside.txt", "a/../../outside.txt", "/etc/passwd"])
+def test_paths_leading_outside_the_workspace_are_refused(
+    tools: dict[str, AnyTool], workspace: Path, tool: str, path: str
+) -> None:
+    arguments: dict[str, Any] = {"path": path}
+    if tool == "write_file":
+        arguments["content"] = "pwned"
+    assert error_code(tools[tool].run(arguments, CONTEXT)) == "path_outside_workspace"
+    assert not (workspace.parent / "outside.txt").exists()
+
+
+def test_a_symlink_pointing_outside_is_refused_for_read_and_write(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    secret = workspace.parent / "secret.txt"
+    secret.write_text("secret")
+    (workspace / "link.txt").symlink_to(secret)
+    (workspace / "linkdir").symlink_to(workspace.parent)
+    assert error_code(run(tools, "read_file", path="link.txt")) == "path_outside_workspace"
+    assert error_code(run(tools, "write_file", path="link.txt", content="x")) == (
+        "path_outside_workspace"
+    )
+    assert error_code(run(tools, "write_file", path="linkdir/new.txt", content="x")) == (
+        "path_outside_workspace"
+    )
+    assert secret.read_text() == "secret"
+    assert not (workspace.parent / "new.txt").exists()
+
+
+def test_a_symlink_that_stays_inside_is_followed(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    (workspace / "real.txt").write_text("inside")
+    (workspace / "alias.txt").symlink_to(workspace / "real.txt")
+    assert run(tools, "read_file", path="alias.txt") == {"path": "real.txt", "content": "inside"}
+
+
+@pytest.mark.parametrize(
+    "path", [".agent_tutorial/tasks.sqlite3", ".agent_tutorial/new", "x/../.agent_tutorial/a"]
+)
+def test_the_boards_own_files_are_protected(
+    tools: dict[str, AnyTool], workspace: Path, path: str
+) -> None:
+    assert error_code(run(tools, "read_file", path=path)) == "protected_path"
+    assert error_code(run(tools, "write_file", path=path, content="x")) == "protected_path"
+    assert (workspace / ".agent_tutorial" / "tasks.sqlite3").read_text() == "board"
+
+
+def test_a_symlink_to_the_board_folder_is_protected_too(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    (workspace / "board").symlink_to(workspace / ".agent_tutorial")
+    assert error_code(run(tools, "read_file", path="board/tasks.sqlite3")) == "protected_path"
+
+
+def test_reading_a_missing_file_or_a_directory_is_a_clear_error(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    (workspace / "folder").mkdir()
+    assert error_code(run(tools, "read_file", path="missing.txt")) == "file_not_found"
+    assert error_code(run(tools, "read_file", path="folder")) == "not_a_file"
+    assert error_code(run(tools, "write_file", path="folder", content="x")) == "not_a_file"
+    assert error_code(run(tools, "write_file", path=".", content="x")) == "not_a_file"
+
+
+def test_writing_below_a_file_is_a_clear_error(tools: dict[str, AnyTool], workspace: Path) -> None:
+    (workspace / "plain").write_text("x")
+    assert error_code(run(tools, "write_file", path="plain/child.txt", content="x")) == (
+        "not_a_file"
+    )
+
+
+def test_unknown_arguments_are_refused_before_touching_disk(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    result = tools["write_file"].run({"path": "a.txt", "content": "x", "mode": "w"}, CONTEXT)
+    assert error_code(result) == "invalid_arguments"
+    assert not (workspace / "a.txt").exists()
+
+
+def test_shell_runs_in_the_workspace_and_reports_exit_code_and_output(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    result = run(tools, "shell", command="echo made > out.txt; echo ok; echo oops >&2; exit 3")
+    assert result == {"exit_code": 3, "stdout": "ok\n", "stderr": "oops\n"}
+    assert (workspace / "out.txt").read_text() == "made\n"
+
+
+def test_shell_output_is_truncated_keeping_head_and_tail(tools: dict[str, AnyTool]) -> None:
+    command = f"{sys.executable} -c \"print('H' + 'x' * 100 + 'T', end='')\""
+    stdout = run(tools, "shell", command=command)["stdout"]
+    assert stdout.startswith("H") and stdout.endswith("T")
+    assert "characters truncated" in stdout and len(stdout) < 102
+
+
+def test_shell_does_not_read_the_approvers_terminal(tools: dict[str, AnyTool]) -> None:
+    assert run(tools, "shell", command="cat")["stdout"] == ""
+
+
+def test_shell_timeout_is_a_tool_error(workspace: Path) -> None:
+    shell = workspace_tool_definitions(workspace, shell_timeout_seconds=0.2)[0]
+    result = shell.run({"command": f"{sys.executable} -c 'import time; time.sleep(30)'"}, CONTEXT)
+    assert error_code(result) == "shell_timeout"
+
+
+def test_a_workspace_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="not a directory"):
+        workspace_tool_definitions(tmp_path / "missing")
