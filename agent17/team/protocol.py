@@ -1,0 +1,406 @@
+"""The team's typed protocol: shutdown and plan handshakes, a router, and the plan gate.
+
+Every protocol message carries a request id, so a response answers exactly one
+request; a response to an unknown or stale request changes nothing. The plan
+gate (`plan_allows_effectful`) is data in the mailbox file: the latest plan of
+each agent and whether the Lead approved it. Automatic claims ask the gate
+first, so a teammate whose latest plan is pending or rejected takes no task.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Annotated, ClassVar, Final, cast
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent17.domain import CANONICAL_UUID, IdFactory, is_canonical_uuid
+from agent17.team.mailbox import Envelope, Mailbox, MailboxWriter
+from agent17.tools.base import ToolError, describe_validation_error
+
+DEFAULT_LEAD_NAME: Final = "lead"
+
+RequestId = Annotated[str, Field(pattern=CANONICAL_UUID.pattern)]
+"""A protocol request id: a canonical UUID string."""
+
+
+class ProtocolError(ToolError):
+    """A known refusal of the protocol (malformed message, unknown request); `code` is stable."""
+
+
+class MessageKind(StrEnum):
+    """The `kind` column of a mailbox message."""
+
+    TEXT = "text"
+    SHUTDOWN_REQUEST = "shutdown_request"
+    SHUTDOWN_RESPONSE = "shutdown_response"
+    PLAN_SUBMISSION = "plan_submission"
+    PLAN_RESPONSE = "plan_response"
+
+
+class _Body(BaseModel):
+    # Bodies come back from disk: validate them as strictly as tool input.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class TextMessage(_Body):
+    """Free text between agents (a Lead instruction, a teammate's report)."""
+
+    kind: ClassVar[MessageKind] = MessageKind.TEXT
+    content: str
+
+
+class ShutdownRequest(_Body):
+    """The Lead asks a teammate to stop; only this handshake ends a teammate."""
+
+    kind: ClassVar[MessageKind] = MessageKind.SHUTDOWN_REQUEST
+    request_id: RequestId
+
+
+class ShutdownResponse(_Body):
+    """A teammate's answer to one ShutdownRequest."""
+
+    kind: ClassVar[MessageKind] = MessageKind.SHUTDOWN_RESPONSE
+    request_id: RequestId
+    approved: bool
+    reason: str = ""
+
+
+class PlanSubmission(_Body):
+    """A teammate's plan, sent to the Lead for review."""
+
+    kind: ClassVar[MessageKind] = MessageKind.PLAN_SUBMISSION
+    request_id: RequestId
+    plan: str
+
+
+class PlanResponse(_Body):
+    """The Lead's verdict on one PlanSubmission."""
+
+    kind: ClassVar[MessageKind] = MessageKind.PLAN_RESPONSE
+    request_id: RequestId
+    approved: bool
+    feedback: str = ""
+
+
+ProtocolMessage = TextMessage | ShutdownRequest | ShutdownResponse | PlanSubmission | PlanResponse
+"""Any message the team exchanges."""
+
+_MESSAGE_TYPES: Final[dict[str, type[_Body]]] = {
+    message_type.kind.value: message_type
+    for message_type in (
+        TextMessage,
+        ShutdownRequest,
+        ShutdownResponse,
+        PlanSubmission,
+        PlanResponse,
+    )
+}
+
+
+def encode_message(message: ProtocolMessage) -> tuple[str, str]:
+    """A message as the mailbox stores it: (kind, JSON body)."""
+    return message.kind.value, message.model_dump_json()
+
+
+def decode_message(kind: str, body: str) -> ProtocolMessage:
+    """A stored (kind, body) as a typed message; unknown or malformed is a ProtocolError."""
+    message_type = _MESSAGE_TYPES.get(kind)
+    if message_type is None:
+        raise ProtocolError("unknown_message_kind", f"no message kind {kind!r}")
+    try:
+        return cast(ProtocolMessage, message_type.model_validate_json(body))
+    except ValidationError as error:
+        raise ProtocolError(
+            "malformed_message", f"{kind} body: {describe_validation_error(error)}"
+        ) from None
+
+
+class Route(StrEnum):
+    """Which handler a teammate runs for a claimed message."""
+
+    SHUTDOWN = "shutdown"
+    PLAN_RESPONSE = "plan_response"
+    TEXT = "text"
+    REJECT = "reject"
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """The router's verdict: the route, the decoded message, and why it was rejected."""
+
+    route: Route
+    message: ProtocolMessage | None = None
+    error_code: str = ""
+    error_message: str = ""
+
+
+def route_teammate_message(envelope: Envelope, *, lead_name: str) -> Routed:
+    """Decide deterministically how a teammate handles one claimed envelope."""
+    try:
+        message = decode_message(envelope.kind, envelope.body)
+    except ProtocolError as error:
+        return Routed(Route.REJECT, None, error.code, error.message)
+    if isinstance(message, TextMessage):
+        return Routed(Route.TEXT, message)
+    if isinstance(message, ShutdownRequest | PlanResponse):
+        # Only the Lead may end a teammate or open its plan gate.
+        if envelope.sender != lead_name:
+            return Routed(
+                Route.REJECT,
+                message,
+                "not_from_lead",
+                f"{message.kind} from {envelope.sender!r}; only {lead_name!r} may send it",
+            )
+        route = Route.SHUTDOWN if isinstance(message, ShutdownRequest) else Route.PLAN_RESPONSE
+        return Routed(route, message)
+    return Routed(
+        Route.REJECT,
+        message,
+        "misdirected_message",
+        f"{message.kind} is addressed to the Lead, not to a teammate",
+    )
+
+
+class PlanStatus(StrEnum):
+    """Where a submitted plan stands."""
+
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRecord:
+    """One submitted plan and the Lead's verdict so far."""
+
+    request_id: str
+    agent: str
+    plan: str
+    status: PlanStatus
+    feedback: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlanDecision:
+    """What a PlanResponse did: `applied`, or why the gate was left unchanged."""
+
+    applied: bool
+    reason: str
+    plan: PlanRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One message taken from an inbox: the envelope and its typed message or decoding error."""
+
+    envelope: Envelope
+    message: ProtocolMessage | None
+    error: ProtocolError | None
+
+
+# Latest plan = highest sequence for the agent; served by plans_by_agent.
+_PLAN_SCHEMA: Final = (
+    "CREATE TABLE IF NOT EXISTS plans("
+    " sequence INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " request_id TEXT NOT NULL UNIQUE,"
+    " agent TEXT NOT NULL CHECK(length(agent) > 0),"
+    " plan TEXT NOT NULL CHECK(length(plan) > 0),"
+    " status TEXT NOT NULL DEFAULT 'pending'"
+    "  CHECK(status IN ('pending', 'approved', 'rejected')),"
+    " feedback TEXT NOT NULL DEFAULT '')",
+    "CREATE INDEX IF NOT EXISTS plans_by_agent ON plans(agent, sequence)",
+)
+
+_PLAN_COLUMNS: Final = "request_id, agent, plan, status, feedback"
+
+
+def _plan(row: tuple[str, str, str, str, str]) -> PlanRecord:
+    request_id, agent, plan, status, feedback = row
+    return PlanRecord(request_id, agent, plan, PlanStatus(status), feedback)
+
+
+def _latest_plan(connection: sqlite3.Connection, agent: str) -> PlanRecord | None:
+    row = connection.execute(
+        f"SELECT {_PLAN_COLUMNS} FROM plans WHERE agent = ? ORDER BY sequence DESC LIMIT 1",
+        (agent,),
+    ).fetchone()
+    return None if row is None else _plan(row)
+
+
+def _plan_by_request(connection: sqlite3.Connection, request_id: str) -> PlanRecord | None:
+    row = connection.execute(
+        f"SELECT {_PLAN_COLUMNS} FROM plans WHERE request_id = ?", (request_id,)
+    ).fetchone()
+    return None if row is None else _plan(row)
+
+
+def _random_request_id() -> str:
+    return str(uuid.uuid4())
+
+
+class TeamProtocol:
+    """The typed handshakes of one team over one mailbox, and the plan gate they drive."""
+
+    def __init__(
+        self,
+        mailbox: Mailbox,
+        *,
+        lead_name: str = DEFAULT_LEAD_NAME,
+        new_request_id: IdFactory | None = None,
+    ) -> None:
+        self.mailbox = mailbox
+        self.lead_name = lead_name
+        self._new_request_id = new_request_id or _random_request_id
+        with mailbox.transaction() as writer:
+            for statement in _PLAN_SCHEMA:
+                writer.connection.execute(statement)
+
+    def _request_id(self) -> str:
+        value = self._new_request_id()
+        if not is_canonical_uuid(value):
+            raise ValueError(f"request id factory returned a non-canonical UUID: {value!r}")
+        return value
+
+    def _send(
+        self, writer: MailboxWriter, to: str, message: ProtocolMessage, *, sender: str
+    ) -> Envelope:
+        kind, body = encode_message(message)
+        return writer.send(to, sender=sender, kind=kind, body=body)
+
+    def send_text(
+        self, to: str, content: str, *, sender: str, ack: Envelope | None = None
+    ) -> Envelope:
+        """Send free text from `sender` to `to`; `ack` the message it answers in the same step."""
+        if not content.strip():
+            raise ProtocolError("empty_message", "a message needs some content")
+        with self.mailbox.transaction() as writer:
+            sent = self._send(writer, to, TextMessage(content=content), sender=sender)
+            if ack is not None:
+                writer.ack(ack)
+            return sent
+
+    def request_shutdown(self, name: str) -> ShutdownRequest:
+        """Send a ShutdownRequest from the Lead to teammate `name`."""
+        request = ShutdownRequest(request_id=self._request_id())
+        with self.mailbox.transaction() as writer:
+            self._send(writer, name, request, sender=self.lead_name)
+        return request
+
+    def accept_shutdown(
+        self, name: str, envelope: Envelope, request: ShutdownRequest
+    ) -> ShutdownResponse:
+        """Answer a ShutdownRequest with approval and ack it, in one transaction."""
+        response = ShutdownResponse(request_id=request.request_id, approved=True)
+        with self.mailbox.transaction() as writer:
+            self._send(writer, self.lead_name, response, sender=name)
+            writer.ack(envelope)
+        return response
+
+    def submit_plan(self, name: str, plan: str) -> PlanSubmission:
+        """Record `plan` as `name`'s latest (pending) plan and send it to the Lead, atomically."""
+        if not plan.strip():
+            raise ProtocolError("empty_plan", "a plan needs some content")
+        submission = PlanSubmission(request_id=self._request_id(), plan=plan)
+        try:
+            with self.mailbox.transaction() as writer:
+                writer.connection.execute(
+                    "INSERT INTO plans(request_id, agent, plan) VALUES (?, ?, ?)",
+                    (submission.request_id, name, plan),
+                )
+                self._send(writer, self.lead_name, submission, sender=name)
+        except sqlite3.IntegrityError:
+            raise ProtocolError(
+                "request_id_collision", f"request id {submission.request_id} was already used"
+            ) from None
+        return submission
+
+    def review_plan(self, request_id: str, *, approve: bool, feedback: str = "") -> PlanResponse:
+        """Send the Lead's verdict on a pending plan to its author (the gate moves on receipt)."""
+        response = PlanResponse(request_id=request_id, approved=approve, feedback=feedback)
+        with self.mailbox.transaction() as writer:
+            plan = _plan_by_request(writer.connection, request_id)
+            if plan is None:
+                raise ProtocolError("unknown_plan_request", f"no plan with request id {request_id}")
+            latest = _latest_plan(writer.connection, plan.agent)
+            if latest is None or latest.request_id != request_id:
+                raise ProtocolError(
+                    "stale_plan_request", f"{plan.agent} has submitted a newer plan since"
+                )
+            if plan.status is not PlanStatus.PENDING:
+                raise ProtocolError(
+                    "plan_already_reviewed", f"plan {request_id} is already {plan.status}"
+                )
+            self._send(writer, plan.agent, response, sender=self.lead_name)
+        return response
+
+    def apply_plan_response(
+        self, name: str, envelope: Envelope, response: PlanResponse
+    ) -> PlanDecision:
+        """Update `name`'s plan gate from a PlanResponse and ack it, in one transaction.
+
+        A response for an unknown, foreign, superseded or already decided
+        request is acked and ignored: the gate does not move.
+        """
+        with self.mailbox.transaction() as writer:
+            decision = self._decide(writer.connection, name, response)
+            writer.ack(envelope)
+        return decision
+
+    def _decide(
+        self, connection: sqlite3.Connection, name: str, response: PlanResponse
+    ) -> PlanDecision:
+        plan = _plan_by_request(connection, response.request_id)
+        if plan is None:
+            return PlanDecision(False, "unknown_request", None)
+        if plan.agent != name:
+            return PlanDecision(False, "not_your_plan", plan)
+        latest = _latest_plan(connection, name)
+        if latest is None or latest.request_id != plan.request_id:
+            return PlanDecision(False, "stale_request", plan)
+        if plan.status is not PlanStatus.PENDING:
+            return PlanDecision(False, "already_decided", plan)
+        status = PlanStatus.APPROVED if response.approved else PlanStatus.REJECTED
+        connection.execute(
+            "UPDATE plans SET status = ?, feedback = ? WHERE request_id = ?",
+            (status.value, response.feedback, plan.request_id),
+        )
+        updated = PlanRecord(plan.request_id, name, plan.plan, status, response.feedback)
+        return PlanDecision(True, "applied", updated)
+
+    def latest_plan(self, name: str) -> PlanRecord | None:
+        """`name`'s most recent plan, or None if it never submitted one."""
+        with self.mailbox.reading() as connection:
+            return _latest_plan(connection, name)
+
+    def plans(self) -> list[PlanRecord]:
+        """Every submitted plan, oldest first."""
+        with self.mailbox.reading() as connection:
+            rows = connection.execute(
+                f"SELECT {_PLAN_COLUMNS} FROM plans ORDER BY sequence"
+            ).fetchall()
+        return [_plan(row) for row in rows]
+
+    def plan_allows_effectful(self, name: str) -> bool:
+        """True if `name` has no plan or its latest plan is approved; pending/rejected block."""
+        latest = self.latest_plan(name)
+        return latest is None or latest.status is PlanStatus.APPROVED
+
+    def route(self, envelope: Envelope) -> Routed:
+        """The deterministic route of a message claimed by a teammate."""
+        return route_teammate_message(envelope, lead_name=self.lead_name)
+
+    def receive_all(self, recipient: str) -> list[Delivery]:
+        """Claim, decode and ack every queued message of `recipient` (the Lead's inbox)."""
+        deliveries: list[Delivery] = []
+        while (envelope := self.mailbox.claim(recipient)) is not None:
+            try:
+                delivery = Delivery(envelope, decode_message(envelope.kind, envelope.body), None)
+            except ProtocolError as error:
+                delivery = Delivery(envelope, None, error)
+            self.mailbox.ack(envelope)
+            deliveries.append(delivery)
+        return deliveries

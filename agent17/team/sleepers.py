@@ -1,0 +1,113 @@
+"""How an idle teammate waits between polls: a real sleeper and two for tests and notebooks.
+
+A sleeper's `wait(seconds, wake)` returns True when `wake` was set (a message
+arrived: rescan now, and this wait does not use up the poll budget) and False
+when the time ran out. Injecting it keeps ordering in tests free of real sleeps.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class Sleeper(Protocol):
+    """Wait up to `seconds` or until `wake` is set; True means woken early."""
+
+    def wait(self, seconds: float, wake: threading.Event) -> bool: ...
+
+
+class EventSleeper:
+    """The production sleeper: a timed wait on the teammate's wake event."""
+
+    def wait(self, seconds: float, wake: threading.Event) -> bool:
+        """Block until `wake` is set (True) or `seconds` pass (False)."""
+        return wake.wait(seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class SleepCall:
+    """One recorded wait: how long it was asked to last and whether a wake ended it."""
+
+    seconds: float
+    woken: bool
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._calls: list[SleepCall] = []
+
+    @property
+    def calls(self) -> list[SleepCall]:
+        """Every wait so far, in the order they ended."""
+        with self._condition:
+            return list(self._calls)
+
+    def wait_for_calls(self, count: int, timeout: float = 10.0) -> bool:
+        """Block until at least `count` waits have ended; False if `timeout` passed first."""
+        with self._condition:
+            return self._condition.wait_for(lambda: len(self._calls) >= count, timeout)
+
+    def _record(self, call: SleepCall) -> None:
+        with self._condition:
+            self._calls.append(call)
+            self._condition.notify_all()
+
+
+class ScriptedSleeper(_Recorder):
+    """Never sleeps: each wait returns at once, woken only if a wake was already pending."""
+
+    def wait(self, seconds: float, wake: threading.Event) -> bool:
+        """Record the wait and return immediately (the poll interval "passed")."""
+        woken = wake.is_set()
+        self._record(SleepCall(seconds, woken))
+        return woken
+
+
+@dataclass(slots=True)
+class _Waiter:
+    wake: threading.Event
+    timed_out: bool = False
+
+
+class ManualSleeper(_Recorder):
+    """Each wait blocks until a wake (True) or until the test calls `time_out()` (False)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiting: list[_Waiter] = []
+
+    def wait(self, seconds: float, wake: threading.Event) -> bool:
+        """Block until woken by a message or released by `time_out()`."""
+        waiter = _Waiter(wake)
+        with self._condition:
+            self._waiting.append(waiter)
+            self._condition.notify_all()
+        wake.wait()
+        with self._condition:
+            self._waiting.remove(waiter)
+            woken = not waiter.timed_out
+            self._calls.append(SleepCall(seconds, woken))
+            self._condition.notify_all()
+        return woken
+
+    @property
+    def sleeping(self) -> int:
+        """How many waits are blocked right now."""
+        with self._condition:
+            return len(self._waiting)
+
+    def wait_for_sleepers(self, count: int = 1, timeout: float = 10.0) -> bool:
+        """Block until `count` waits are blocked; False if `timeout` passed first."""
+        with self._condition:
+            return self._condition.wait_for(lambda: len(self._waiting) >= count, timeout)
+
+    def time_out(self) -> int:
+        """Let every blocked wait end as if its poll interval passed; return how many."""
+        with self._condition:
+            for waiter in self._waiting:
+                waiter.timed_out = True
+                waiter.wake.set()
+            return len(self._waiting)

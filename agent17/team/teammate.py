@@ -1,0 +1,226 @@
+"""One teammate and one pass of its idle loop: `tick()`.
+
+The order of a pass is the chapter's rule (R1):
+
+1. closed? then nothing happens;
+2. claim ONE mailbox message; a typed protocol message is routed and handled
+   (shutdown, plan response) and that pass takes no task; a text message is
+   given to the agent;
+3. no message: ask the plan gate; a pending or rejected latest plan stops here,
+   with zero writes to the task database;
+4. allowed: `claim_next(name)`; a claim reaches the agent as one deterministic
+   `<auto-claimed-task>` message whose claim token is the run's idempotency key;
+5. nothing to claim: idle (the runtime decides how long to wait).
+
+`tick()` is synchronous and deterministic: notebooks call it from a button,
+and the autonomous runtime calls exactly the same method from a worker thread.
+The teammate never completes a task itself (R4): only the agent's explicit
+complete_task call does, otherwise the lease runs out.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from agent17.domain import TaskClaim
+from agent17.team.mailbox import Envelope
+from agent17.team.protocol import (
+    PlanResponse,
+    ProtocolMessage,
+    Route,
+    ShutdownRequest,
+    TeamProtocol,
+    TextMessage,
+)
+from agent17.wire import claim_payload
+from agent17.work_stealing import WorkStealingRuntime
+
+
+class AgentReply(Protocol):
+    """What an agent run returns; only the final text matters here."""
+
+    @property
+    def final_text(self) -> str: ...
+
+
+class TeammateAgent(Protocol):
+    """Anything that runs one user turn: AgentRunner, or a fake in tests."""
+
+    def run(self, user_text: str, *, idempotency_key: str | None = None) -> AgentReply: ...
+
+
+def auto_claimed_task_message(claim: TaskClaim) -> str:
+    """The one deterministic user message that hands an auto-claimed task to the agent."""
+    payload = json.dumps(claim_payload(claim), sort_keys=True, separators=(",", ":"))
+    return (
+        "You claimed this task from the shared board. Do the work, then call complete_task"
+        " with its task id and claim_token before the lease expires.\n"
+        f"<auto-claimed-task>{payload}</auto-claimed-task>"
+    )
+
+
+def incoming_message_text(sender: str, content: str) -> str:
+    """The user message an agent gets for a text message from `sender`."""
+    return f"Message from {sender}:\n{content}"
+
+
+class TickKind(StrEnum):
+    """What one pass of the idle loop did."""
+
+    CLOSED = "closed"
+    PROTOCOL_HANDLED = "protocol_handled"
+    MESSAGE_HANDLED = "message_handled"
+    MESSAGE_REJECTED = "message_rejected"
+    PLAN_BLOCKED = "plan_blocked"
+    CLAIMED = "claimed"
+    IDLE = "idle"
+
+
+EMPTY_TICKS = frozenset({TickKind.IDLE, TickKind.PLAN_BLOCKED})
+"""Passes that found nothing to do: the runtime waits after them."""
+
+
+@dataclass(frozen=True, slots=True)
+class TickOutcome:
+    """The result of one `tick()`: its kind, plus what was handled, claimed or said."""
+
+    teammate: str
+    kind: TickKind
+    envelope: Envelope | None = None
+    message: ProtocolMessage | None = None
+    claim: TaskClaim | None = None
+    final_text: str | None = None
+    detail: str = ""
+
+    def describe(self) -> str:
+        """One readable line for logs, timelines and notebooks."""
+        head = f"{self.teammate}: {self.kind.value}"
+        if self.claim is not None:
+            task = self.claim.task
+            head += f" task {task.subject!r} ({task.id})"
+        elif self.message is not None and self.envelope is not None:
+            head += f" {self.message.kind.value} from {self.envelope.sender}"
+        elif self.envelope is not None:
+            head += f" message #{self.envelope.sequence} from {self.envelope.sender}"
+        if self.detail:
+            head += f" - {self.detail}"
+        if self.final_text:
+            head += f" -> {self.final_text!r}"
+        return head
+
+
+class Teammate:
+    """A named worker: its agent, the team protocol and the shared board; `tick()` drives it.
+
+    One thread at a time drives a teammate (ticks are serialised by a lock).
+    Creating a teammate redelivers any message it claimed but never acked
+    before a crash.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        agent: TeammateAgent,
+        protocol: TeamProtocol,
+        work_stealing: WorkStealingRuntime,
+    ) -> None:
+        self.name = name
+        self.agent = agent
+        self.protocol = protocol
+        self.work_stealing = work_stealing
+        self._closed = False
+        self._lock = threading.Lock()
+        self.recover_unacked()
+
+    @property
+    def closed(self) -> bool:
+        """True once the teammate approved a shutdown request; it never works again."""
+        return self._closed
+
+    @property
+    def lead_name(self) -> str:
+        """Who gets the teammate's reports and protocol answers."""
+        return self.protocol.lead_name
+
+    def recover_unacked(self) -> int:
+        """Requeue messages claimed but never acked (a crash mid-handling); return how many."""
+        return self.protocol.mailbox.requeue_unacked(self.name)
+
+    def tick(self) -> TickOutcome:
+        """Run exactly one pass of the idle loop (R1) and say what it did."""
+        with self._lock:
+            if self._closed:
+                return self._outcome(TickKind.CLOSED)
+            envelope = self.protocol.mailbox.claim(self.name)
+            if envelope is not None:
+                return self._handle(envelope)
+            # The gate comes before the board: a blocked teammate must not write to it at all.
+            if not self.protocol.plan_allows_effectful(self.name):
+                return self._outcome(
+                    TickKind.PLAN_BLOCKED, detail="latest plan is pending or rejected"
+                )
+            claim = self.work_stealing.claim_service.claim_next(self.name)
+            if claim is None:
+                return self._outcome(TickKind.IDLE)
+            reply = self.agent.run(
+                auto_claimed_task_message(claim), idempotency_key=claim.claim_token
+            )
+            self._report(reply.final_text)
+            return self._outcome(TickKind.CLAIMED, claim=claim, final_text=reply.final_text)
+
+    def _handle(self, envelope: Envelope) -> TickOutcome:
+        routed = self.protocol.route(envelope)
+        message = routed.message
+        if routed.route is Route.SHUTDOWN and isinstance(message, ShutdownRequest):
+            # The request never reaches the model: the runtime answers it and stops.
+            self.protocol.accept_shutdown(self.name, envelope, message)
+            self._closed = True
+            return self._outcome(
+                TickKind.PROTOCOL_HANDLED, envelope, message, detail="shutdown approved"
+            )
+        if routed.route is Route.PLAN_RESPONSE and isinstance(message, PlanResponse):
+            decision = self.protocol.apply_plan_response(self.name, envelope, message)
+            if decision.applied and decision.plan is not None:
+                detail = f"plan {decision.plan.status.value}"
+            else:
+                detail = f"plan gate unchanged: {decision.reason}"
+            return self._outcome(TickKind.PROTOCOL_HANDLED, envelope, message, detail=detail)
+        if routed.route is Route.TEXT and isinstance(message, TextMessage):
+            reply = self.agent.run(incoming_message_text(envelope.sender, message.content))
+            self._report(reply.final_text, answering=envelope)
+            return self._outcome(
+                TickKind.MESSAGE_HANDLED, envelope, message, final_text=reply.final_text
+            )
+        # A message we cannot act on is acked, so it cannot block the mailbox forever.
+        self.protocol.mailbox.ack(envelope)
+        return self._outcome(
+            TickKind.MESSAGE_REJECTED,
+            envelope,
+            message,
+            detail=f"{routed.error_code}: {routed.error_message}",
+        )
+
+    def _report(self, final_text: str, *, answering: Envelope | None = None) -> None:
+        # R5: the agent's answer goes back to the Lead as a message, never as a task change.
+        # Report and ack commit together, so a crash cannot send the same answer twice.
+        if final_text.strip():
+            self.protocol.send_text(self.lead_name, final_text, sender=self.name, ack=answering)
+        elif answering is not None:
+            self.protocol.mailbox.ack(answering)
+
+    def _outcome(
+        self,
+        kind: TickKind,
+        envelope: Envelope | None = None,
+        message: ProtocolMessage | None = None,
+        *,
+        claim: TaskClaim | None = None,
+        final_text: str | None = None,
+        detail: str = "",
+    ) -> TickOutcome:
+        return TickOutcome(self.name, kind, envelope, message, claim, final_text, detail)

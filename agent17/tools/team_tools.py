@@ -1,0 +1,140 @@
+"""The team tools: messages, plans, spawning and shutdown, as the Lead and teammates see them.
+
+Lead: spawn_teammate, send_message, request_shutdown, review_plan.
+Teammate: send_message, submit_plan.
+The sender is always the caller's identity (`ToolContext.identity`), never an argument.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from agent17.claims import ToolContext
+from agent17.team.protocol import RequestId
+from agent17.team.runtime import TeamError, TeammateRuntime
+from agent17.tools.base import AnyTool, StrictInput, ToolDefinition
+
+
+class SpawnTeammateInput(StrictInput):
+    """Arguments of spawn_teammate."""
+
+    name: str = Field(
+        description="The new teammate's name: lowercase letters, digits, _ or -, unique."
+    )
+
+
+class SendMessageInput(StrictInput):
+    """Arguments of send_message."""
+
+    to: str = Field(min_length=1, description="The recipient: the Lead or a teammate's name.")
+    content: str = Field(min_length=1, description="The message text.")
+
+
+class RequestShutdownInput(StrictInput):
+    """Arguments of request_shutdown."""
+
+    name: str = Field(min_length=1, description="The teammate to ask to shut down.")
+
+
+class ReviewPlanInput(StrictInput):
+    """Arguments of review_plan."""
+
+    request_id: RequestId = Field(description="The request_id of the submitted plan.")
+    approve: bool = Field(description="True to approve the plan, false to reject it.")
+    feedback: str = Field(default="", description="Why, or what to change.")
+
+
+class SubmitPlanInput(StrictInput):
+    """Arguments of submit_plan."""
+
+    plan: str = Field(min_length=1, description="What you intend to do, step by step.")
+
+
+def _recipient_check(runtime: TeammateRuntime, sender: str, to: str) -> None:
+    if to == sender:
+        raise TeamError("invalid_recipient", "you cannot send a message to yourself")
+    if to == runtime.lead_name:
+        return
+    if to not in runtime.names:
+        known = ", ".join((runtime.lead_name, *runtime.names))
+        raise TeamError("unknown_recipient", f"no agent called {to!r}; known: {known}")
+    if runtime.teammate(to).closed:
+        raise TeamError("teammate_closed", f"teammate {to!r} has shut down")
+
+
+def _send_message_tool(runtime: TeammateRuntime) -> AnyTool:
+    def send(args: SendMessageInput, context: ToolContext) -> dict[str, Any]:
+        _recipient_check(runtime, context.identity, args.to)
+        envelope = runtime.protocol.send_text(args.to, args.content, sender=context.identity)
+        return {"sent": {"to": envelope.recipient, "sequence": envelope.sequence}}
+
+    return ToolDefinition(
+        "send_message",
+        "Send a text message to the Lead or to a teammate by name.",
+        SendMessageInput,
+        send,
+    )
+
+
+def lead_team_tool_definitions(
+    runtime: TeammateRuntime,
+) -> tuple[AnyTool, AnyTool, AnyTool, AnyTool]:
+    """The Lead's team tools: spawn_teammate, send_message, request_shutdown, review_plan."""
+
+    def spawn(args: SpawnTeammateInput, context: ToolContext) -> dict[str, Any]:
+        teammate = runtime.spawn(args.name)
+        return {"teammate": {"name": teammate.name}}
+
+    def request_shutdown(args: RequestShutdownInput, context: ToolContext) -> dict[str, Any]:
+        if runtime.teammate(args.name).closed:
+            raise TeamError("teammate_closed", f"teammate {args.name!r} has already shut down")
+        request = runtime.protocol.request_shutdown(args.name)
+        return {"shutdown_request": {"to": args.name, "request_id": request.request_id}}
+
+    def review_plan(args: ReviewPlanInput, context: ToolContext) -> dict[str, Any]:
+        response = runtime.protocol.review_plan(
+            args.request_id, approve=args.approve, feedback=args.feedback
+        )
+        return {"plan_response": response.model_dump()}
+
+    return (
+        ToolDefinition(
+            "spawn_teammate",
+            "Start a new teammate; it finds ready tasks on the board by itself.",
+            SpawnTeammateInput,
+            spawn,
+        ),
+        _send_message_tool(runtime),
+        ToolDefinition(
+            "request_shutdown",
+            "Ask a teammate to shut down; it answers before taking any new task.",
+            RequestShutdownInput,
+            request_shutdown,
+        ),
+        ToolDefinition(
+            "review_plan",
+            "Approve or reject a teammate's submitted plan by its request_id.",
+            ReviewPlanInput,
+            review_plan,
+        ),
+    )
+
+
+def teammate_team_tool_definitions(runtime: TeammateRuntime) -> tuple[AnyTool, AnyTool]:
+    """A teammate's team tools: send_message, submit_plan."""
+
+    def submit_plan(args: SubmitPlanInput, context: ToolContext) -> dict[str, Any]:
+        submission = runtime.protocol.submit_plan(context.identity, args.plan)
+        return {"plan": {"request_id": submission.request_id, "status": "pending"}}
+
+    return (
+        _send_message_tool(runtime),
+        ToolDefinition(
+            "submit_plan",
+            "Submit your plan to the Lead; you take no new task until it is approved.",
+            SubmitPlanInput,
+            submit_plan,
+        ),
+    )

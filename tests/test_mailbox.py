@@ -1,0 +1,213 @@
+"""The persistent mailbox: claim-then-ack delivery, redelivery after a crash, wake-ups, safety."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from store_fixtures import digest, raw_connection
+
+from agent17 import TaskError
+from agent17.team.mailbox import Mailbox, MailboxError, MessageState, WakeRegistry
+
+
+def mailbox_path(workspace: Path) -> Path:
+    return workspace / ".agent_tutorial" / "mailbox.sqlite3"
+
+
+def send_text(mailbox: Mailbox, to: str, text: str, sender: str = "lead") -> int:
+    return mailbox.send(to, sender=sender, kind="text", body=f'{{"content": "{text}"}}').sequence
+
+
+def test_the_mailbox_lives_in_its_own_file_beside_the_task_database(tmp_path: Path) -> None:
+    with Mailbox(tmp_path) as mailbox:
+        assert mailbox.path == mailbox_path(tmp_path.resolve())
+        assert mailbox.path.is_file()
+        assert not (tmp_path / ".agent_tutorial" / "tasks.sqlite3").exists()
+
+
+def test_messages_are_claimed_one_at_a_time_in_sending_order(tmp_path: Path) -> None:
+    with Mailbox(tmp_path) as mailbox:
+        first = send_text(mailbox, "alice", "one")
+        send_text(mailbox, "bob", "for bob")
+        second = send_text(mailbox, "alice", "two")
+
+        claimed = mailbox.claim("alice")
+        assert claimed is not None
+        assert (claimed.sequence, claimed.state, claimed.deliveries) == (
+            first,
+            MessageState.CLAIMED,
+            1,
+        )
+        mailbox.ack(claimed)
+        again = mailbox.claim("alice")
+        assert again is not None and again.sequence == second
+        mailbox.ack(again)
+        assert mailbox.claim("alice") is None
+        assert [m.state for m in mailbox.messages("alice")] == [MessageState.ACKED] * 2
+        assert [m.state for m in mailbox.messages("bob")] == [MessageState.QUEUED]
+
+
+def test_a_claimed_message_is_not_delivered_twice_while_it_is_being_handled(
+    tmp_path: Path,
+) -> None:
+    with Mailbox(tmp_path) as mailbox:
+        send_text(mailbox, "alice", "only")
+        assert mailbox.claim("alice") is not None
+        assert mailbox.claim("alice") is None
+        assert mailbox.unacked_count("alice") == 1
+
+
+def test_messages_survive_reopening_the_mailbox(tmp_path: Path) -> None:
+    with Mailbox(tmp_path) as mailbox:
+        sequence = send_text(mailbox, "alice", "persist me")
+    with Mailbox(tmp_path) as reopened:
+        claimed = reopened.claim("alice")
+        assert claimed is not None
+        assert claimed.sequence == sequence
+        assert claimed.body == '{"content": "persist me"}'
+        assert (claimed.sender, claimed.kind) == ("lead", "text")
+
+
+def test_a_claimed_but_unacked_message_is_delivered_again_after_a_restart(tmp_path: Path) -> None:
+    with Mailbox(tmp_path) as crashed:
+        sequence = send_text(crashed, "alice", "handle me")
+        assert crashed.claim("alice") is not None
+        # The process dies here: no ack.
+    with Mailbox(tmp_path) as restarted:
+        assert restarted.claim("alice") is None  # still claimed on disk
+        assert restarted.requeue_unacked("alice") == 1
+        redelivered = restarted.claim("alice")
+        assert redelivered is not None
+        assert (redelivered.sequence, redelivered.deliveries) == (sequence, 2)
+        restarted.ack(redelivered)
+        assert restarted.requeue_unacked("alice") == 0
+        assert restarted.claim("alice") is None
+
+
+def test_requeue_only_touches_the_named_recipient(tmp_path: Path) -> None:
+    with Mailbox(tmp_path) as mailbox:
+        send_text(mailbox, "alice", "a")
+        send_text(mailbox, "bob", "b")
+        assert mailbox.claim("alice") is not None
+        assert mailbox.claim("bob") is not None
+        assert mailbox.requeue_unacked("alice") == 1
+        assert [m.state for m in mailbox.messages()] == [MessageState.QUEUED, MessageState.CLAIMED]
+
+
+def test_acking_a_message_that_is_not_claimed_is_refused(tmp_path: Path) -> None:
+    with Mailbox(tmp_path) as mailbox:
+        send_text(mailbox, "alice", "x")
+        (queued,) = mailbox.messages("alice")
+        with pytest.raises(MailboxError) as not_claimed:
+            mailbox.ack(queued)
+        assert not_claimed.value.code == "message_not_claimed"
+
+        claimed = mailbox.claim("alice")
+        assert claimed is not None
+        mailbox.ack(claimed)
+        with pytest.raises(MailboxError) as twice:
+            mailbox.ack(claimed)
+        assert twice.value.code == "message_not_claimed"
+
+
+@pytest.mark.parametrize(
+    ("recipient", "sender", "kind", "body", "code"),
+    [
+        ("", "lead", "text", "{}", "invalid_recipient"),
+        ("alice", " ", "text", "{}", "invalid_sender"),
+        ("alice", "lead", "", "{}", "invalid_kind"),
+        ("alice", "lead", "text", "not json", "invalid_message_body"),
+        ("alice", "lead", "text", "[1, 2]", "invalid_message_body"),
+    ],
+)
+def test_a_bad_message_is_refused_with_a_code_and_nothing_is_stored(
+    tmp_path: Path, recipient: str, sender: str, kind: str, body: str, code: str
+) -> None:
+    with Mailbox(tmp_path) as mailbox:
+        with pytest.raises(MailboxError) as refused:
+            mailbox.send(recipient, sender=sender, kind=kind, body=body)
+        assert refused.value.code == code
+        assert mailbox.messages() == []
+
+
+def test_sending_wakes_the_recipient_and_nobody_else(tmp_path: Path) -> None:
+    wakeups = WakeRegistry()
+    heard: list[str] = []
+    wakeups.subscribe(heard.append)
+    with Mailbox(tmp_path, wakeups=wakeups) as mailbox:
+        alice, bob = wakeups.event_for("alice"), wakeups.event_for("bob")
+        send_text(mailbox, "alice", "wake up")
+        assert alice.is_set()
+        assert not bob.is_set()
+        assert heard == ["alice"]
+        assert wakeups.event_for("alice") is alice
+
+
+def test_a_rolled_back_transaction_stores_nothing_and_wakes_nobody(tmp_path: Path) -> None:
+    with Mailbox(tmp_path) as mailbox:
+        with pytest.raises(RuntimeError), mailbox.transaction() as writer:
+            writer.send("alice", sender="lead", kind="text", body="{}")
+            raise RuntimeError("crash before commit")
+        assert mailbox.messages() == []
+        assert not mailbox.wakeups.event_for("alice").is_set()
+
+
+def test_two_mailboxes_on_one_file_never_deliver_a_message_twice(tmp_path: Path) -> None:
+    with Mailbox(tmp_path) as first, Mailbox(tmp_path) as second:
+        for number in range(60):
+            send_text(first, "alice", f"m{number}")
+        start = threading.Barrier(2)
+        taken: dict[str, list[int]] = {"first": [], "second": []}
+
+        def drain(label: str, mailbox: Mailbox) -> None:
+            start.wait()
+            while (envelope := mailbox.claim("alice")) is not None:
+                taken[label].append(envelope.sequence)
+                mailbox.ack(envelope)
+
+        threads = [
+            threading.Thread(target=drain, args=(label, box))
+            for label, box in (("first", first), ("second", second))
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        everything = taken["first"] + taken["second"]
+        assert sorted(everything) == list(range(1, 61))
+        assert len(set(everything)) == 60
+
+
+def test_a_mailbox_of_another_schema_version_is_refused_untouched(tmp_path: Path) -> None:
+    Mailbox(tmp_path).close()
+    path = mailbox_path(tmp_path)
+    with raw_connection(path) as connection:
+        connection.execute("UPDATE mailbox_metadata SET value = '99'")
+    with pytest.raises(MailboxError) as refused:
+        Mailbox(tmp_path)
+    assert refused.value.code == "schema_version_mismatch"
+
+
+def test_a_file_that_is_not_a_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = mailbox_path(tmp_path)
+    path.parent.mkdir()
+    path.write_bytes(b"these are my notes, not a database" * 100)
+    before = digest(path)
+    with pytest.raises(MailboxError) as refused:
+        Mailbox(tmp_path)
+    assert refused.value.code == "not_a_mailbox_database"
+    assert digest(path) == before
+
+
+def test_a_mailbox_symlinked_outside_the_workspace_is_refused(tmp_path: Path) -> None:
+    workspace, outside = tmp_path / "workspace", tmp_path / "outside.sqlite3"
+    outside.write_bytes(b"")
+    (workspace / ".agent_tutorial").mkdir(parents=True)
+    os.symlink(outside, mailbox_path(workspace))
+    with pytest.raises(TaskError) as refused:
+        Mailbox(workspace)
+    assert refused.value.code == "unsafe_store_path"
+    assert outside.read_bytes() == b""
