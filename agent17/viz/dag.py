@@ -1,0 +1,218 @@
+"""The board as a picture: one graphviz node per task, edges from dependency to dependent.
+
+Colours come from the Okabe-Ito palette (readable with every common form of
+colour blindness), lightened so black text stays legible; the status is also
+written in each label, so colour is never the only carrier of meaning.
+
+The DOT source is deterministic: nodes are named t1, t2, ... in the order the
+tasks are given (the store's creation order), attributes are written in a
+fixed order, and nothing reads the clock. Tests and notebooks compare
+`.source` as text.
+
+Leases: a `Task` carries no lease (the lease belongs to the claim), so the
+caller passes a mapping task id -> lease_expires_at_utc. `active_leases()`
+builds it from the store's event log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+import graphviz
+
+from agent17.domain import EventKind, Task, TaskEvent, TaskStatus
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStyle:
+    """How one kind of task is drawn: fill, border colour and border width."""
+
+    fill: str
+    border: str
+    penwidth: str
+
+
+# "ready" is not a stored status: a pending task whose dependencies are all
+# completed. It gets a thick border and its own tag, not only a colour.
+STYLES: Final[Mapping[str, NodeStyle]] = {
+    "pending": NodeStyle(fill="#eeeeee", border="#777777", penwidth="1"),
+    "ready": NodeStyle(fill="#fbe3b0", border="#e69f00", penwidth="3"),
+    "in_progress": NodeStyle(fill="#c6e5f7", border="#0072b2", penwidth="2"),
+    "completed": NodeStyle(fill="#bfe6d8", border="#009e73", penwidth="1"),
+}
+"""Node styles by display state, in legend order."""
+
+UNMET_EDGE_COLOUR: Final = "#444444"
+MET_EDGE_COLOUR: Final = "#aaaaaa"
+
+
+def short_id(task_id: str) -> str:
+    """The last 8 hex digits of a task id: enough to tell the course's ids apart."""
+    return task_id[-8:]
+
+
+def wire_clock(moment: datetime) -> str:
+    """A time of day in UTC as HH:MM:SSZ (the date is the same all chapter long)."""
+    return moment.astimezone(UTC).strftime("%H:%M:%SZ")
+
+
+def display_state(task: Task, completed: set[str]) -> str:
+    """pending, ready, in_progress or completed: `ready` is pending with every dependency done."""
+    if task.status is TaskStatus.PENDING and all(dep in completed for dep in task.blocked_by):
+        return "ready"
+    return task.status.value
+
+
+def active_leases(events: Sequence[TaskEvent], lease: timedelta) -> dict[str, datetime]:
+    """Task id -> lease_expires_at_utc of each claim that the event log shows still open.
+
+    A claim opens a lease of `lease` (the store's `lease` attribute); a
+    completion or a recorded expiry closes it. An expiry that nobody has
+    noticed yet is still open here: pass `now` to `board_digraph` to see it.
+    """
+    leases: dict[str, datetime] = {}
+    for event in sorted(events, key=lambda item: item.sequence):
+        if event.kind is EventKind.CLAIMED:
+            leases[event.task_id] = event.at_utc + lease
+        elif event.kind in (EventKind.COMPLETED, EventKind.LEASE_EXPIRED):
+            leases.pop(event.task_id, None)
+    return leases
+
+
+def _node_names(tasks: Sequence[Task]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for position, task in enumerate(tasks, start=1):
+        if task.id in names:
+            raise ValueError(f"task {task.id} appears twice on the board")
+        names[task.id] = f"t{position}"
+    for task in tasks:
+        missing = [dep for dep in task.blocked_by if dep not in names]
+        if missing:
+            # Drawing a dangling edge would hide a broken graph (graph_corrupted).
+            raise ValueError(
+                f"task {task.subject!r} is blocked by tasks not on this board: {missing}"
+            )
+    return names
+
+
+def _lease_line(expires: datetime, now: datetime | None) -> str:
+    line = f"lease until {wire_clock(expires)}"
+    if now is None:
+        return line
+    left = (expires - now).total_seconds()
+    # Half-open lease: at the expiry instant it is already over.
+    return f"{line} (expired)" if left <= 0 else f"{line} ({left:g} s left)"
+
+
+def _label(
+    task: Task, state: str, node: str, leases: Mapping[str, datetime], now: datetime | None
+) -> str:
+    lines = [graphviz.escape(task.subject), f"{node} · {short_id(task.id)}"]
+    if state == "ready":
+        lines.append("READY")
+    elif task.owner is not None:
+        lines.append(f"{state} · {graphviz.escape(task.owner)}")
+    else:
+        lines.append(state)
+    expires = leases.get(task.id)
+    if expires is not None and task.status is TaskStatus.IN_PROGRESS:
+        lines.append(_lease_line(expires, now))
+    return "\\n".join(lines)
+
+
+def _legend_label() -> str:
+    cells = "".join(
+        f'<td bgcolor="{style.fill}" color="{style.border}" border="{style.penwidth}">'
+        f"{state.upper() if state == 'ready' else state}</td>"
+        for state, style in STYLES.items()
+    )
+    table = '<table border="0" cellborder="1" cellspacing="4" cellpadding="3">'
+    return f"<{table}<tr>{cells}</tr></table>>"
+
+
+def _add_legend(graph: graphviz.Digraph) -> None:
+    # One HTML-table node: compact, and it does not stretch the board's ranks.
+    with graph.subgraph(name="cluster_legend") as legend:
+        legend.attr(label="legend", fontsize="10", style="dashed", color="#999999")
+        legend.node("legend", label=_legend_label(), shape="plaintext", style="", fontsize="10")
+
+
+def board_digraph(
+    tasks: Sequence[Task],
+    *,
+    leases: Mapping[str, datetime] | None = None,
+    now: datetime | None = None,
+    title: str | None = None,
+) -> graphviz.Digraph:
+    """The task DAG: colour by status, ready tasks marked, owner and lease in each label."""
+    names = _node_names(tasks)
+    completed = {task.id for task in tasks if task.status is TaskStatus.COMPLETED}
+    lease_map = leases if leases is not None else {}
+    graph = graphviz.Digraph(
+        name="board",
+        graph_attr={"rankdir": "LR", "fontname": "Helvetica", "nodesep": "0.3"},
+        node_attr={"shape": "box", "style": "rounded,filled", "fontname": "Helvetica"},
+        edge_attr={"arrowsize": "0.7"},
+    )
+    if title is not None:
+        graph.attr(label=graphviz.escape(title), labelloc="t", fontsize="14")
+    for task in tasks:
+        node = names[task.id]
+        state = display_state(task, completed)
+        style = STYLES[state]
+        graph.node(
+            node,
+            label=graphviz.nohtml(_label(task, state, node, lease_map, now)),
+            fillcolor=style.fill,
+            color=style.border,
+            penwidth=style.penwidth,
+        )
+    for task in tasks:
+        for dep in task.blocked_by:
+            # A met dependency fades; an unmet one is what keeps the task waiting.
+            met = dep in completed
+            graph.edge(
+                names[dep],
+                names[task.id],
+                color=MET_EDGE_COLOUR if met else UNMET_EDGE_COLOUR,
+                style="dashed" if met else "solid",
+            )
+    _add_legend(graph)
+    return graph
+
+
+def board_dot(
+    tasks: Sequence[Task],
+    *,
+    leases: Mapping[str, datetime] | None = None,
+    now: datetime | None = None,
+    title: str | None = None,
+) -> str:
+    """The DOT source of `board_digraph(tasks, ...)`, for printing or saving as an asset."""
+    return str(board_digraph(tasks, leases=leases, now=now, title=title).source)
+
+
+def board_table(tasks: Sequence[Task]) -> str:
+    """The board as a fixed-width text table: node, subject, status, owner, blocked by, id."""
+    names = _node_names(tasks)
+    subjects = {task.id: task.subject for task in tasks}
+    completed = {task.id for task in tasks if task.status is TaskStatus.COMPLETED}
+    header = ("node", "subject", "status", "owner", "blocked by", "id")
+    rows = [header]
+    for task in tasks:
+        state = display_state(task, completed)
+        status = "pending (ready)" if state == "ready" else state
+        blocked = ", ".join(subjects[dep] for dep in task.blocked_by) or "-"
+        rows.append(
+            (names[task.id], task.subject, status, task.owner or "-", blocked, short_id(task.id))
+        )
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        for row in rows
+    ]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(line.rstrip() for line in lines)
