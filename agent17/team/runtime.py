@@ -16,6 +16,7 @@ Workers are plain threads owned by the runtime; `stop()` joins them all.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from types import TracebackType
 from typing import Final
 
 from agent17.domain import TaskStatus
+from agent17.team.lockstep import Lockstep
 from agent17.team.mailbox import Mailbox
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
 from agent17.team.sleepers import EventSleeper, Sleeper
@@ -58,8 +60,11 @@ class TeammateRuntime:
         lead_name: str = DEFAULT_LEAD_NAME,
         sleeper: Sleeper | None = None,
         on_outcome: OutcomeListener | None = None,
+        lockstep: Lockstep | None = None,
     ) -> None:
         self.mailbox = mailbox
+        # Optional deterministic turn-taking (the offline demo); None = free concurrency.
+        self.lockstep = lockstep
         self.lead_name = lead_name
         self.sleeper: Sleeper = sleeper if sleeper is not None else EventSleeper()
         self._on_outcome = on_outcome
@@ -207,6 +212,8 @@ class TeammateRuntime:
                     self._start_worker(teammate)
 
     def _start_worker(self, teammate: Teammate) -> None:
+        if self.lockstep is not None:
+            self.lockstep.join(teammate.name)
         thread = threading.Thread(
             target=self._work, args=(teammate,), name=f"agent17-teammate-{teammate.name}"
         )
@@ -244,9 +251,15 @@ class TeammateRuntime:
                 with self._state:
                     if self._stopping:
                         return
-                outcome = teammate.tick()
-                if self._on_outcome is not None:
-                    self._on_outcome(outcome)
+                turn = (
+                    self.lockstep.turn(name)
+                    if self.lockstep is not None
+                    else contextlib.nullcontext()
+                )
+                with turn:
+                    outcome = teammate.tick()
+                    if self._on_outcome is not None:
+                        self._on_outcome(outcome)
                 if outcome.kind is TickKind.CLOSED or teammate.closed:
                     return
                 if outcome.kind not in EMPTY_TICKS:
@@ -270,6 +283,8 @@ class TeammateRuntime:
                 self._failures[name] = error
             raise
         finally:
+            if self.lockstep is not None:
+                self.lockstep.leave(name)
             with self._state:
                 if self._workers.get(name) is threading.current_thread():
                     del self._workers[name]

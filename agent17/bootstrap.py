@@ -1,0 +1,233 @@
+"""The composition root: the one place where a team is put together.
+
+It builds exactly one task store and hands that same object to the Lead, the
+one-shot subagent and every teammate (R9), wires the teammate runtime in the
+order the chapter requires (protocol, then work stealing, then agents; R8),
+and gives each role exactly its tool surface (T3):
+
+- Lead: the five task tools + spawn_teammate, send_message, request_shutdown, review_plan
+- one-shot subagent: the five task tools
+- teammate: shell, read_file, write_file, send_message, submit_plan + four task tools
+
+Model configuration is checked by the caller before `build_team` runs, so a
+bad configuration never leaves a `.agent_tutorial` folder behind (R10).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent17.agent.models import Model
+from agent17.agent.permissions import (
+    ApprovalRequest,
+    Approver,
+    AuditTrail,
+    Decision,
+    PermissionPolicy,
+    teammate_policy,
+)
+from agent17.agent.runner import AgentRunner, IdempotencyLedger
+from agent17.domain import Clock, IdFactory
+from agent17.store.sqlite import SqliteTaskStore
+from agent17.team.lockstep import Lockstep
+from agent17.team.mailbox import Mailbox
+from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
+from agent17.team.runtime import OutcomeListener, TeammateRuntime
+from agent17.team.sleepers import Sleeper
+from agent17.tools.base import ToolRegistry
+from agent17.tools.team_tools import lead_team_tool_definitions, teammate_team_tool_definitions
+from agent17.tools.workspace_tools import workspace_tool_definitions
+from agent17.work_stealing import (
+    DEFAULT_MAX_IDLE_POLLS,
+    DEFAULT_POLL_INTERVAL_SECONDS,
+    WorkStealingRuntime,
+    register_leased_task_tools,
+    register_teammate_leased_task_tools,
+)
+
+LEAD_SYSTEM_PROMPT = (
+    "You are the Lead of a small agent team. Break the user's goal into tasks on the shared"
+    " board with create_task (use blocked_by for dependencies), then spawn teammates with"
+    " spawn_teammate. Do not assign tasks: idle teammates claim ready tasks by themselves."
+    " Answer the user briefly once the board and the team are set up."
+)
+
+SUBAGENT_SYSTEM_PROMPT = (
+    "You are a one-shot helper with the task board tools. Do what you are asked and answer."
+)
+
+
+def teammate_system_prompt(name: str, lead_name: str) -> str:
+    """The system prompt of teammate `name`: who it is and how it works."""
+    return (
+        f"You are {name}, a teammate in an agent team led by {lead_name}. When a task arrives"
+        " in <auto-claimed-task>, do the work with your tools, then call complete_task with"
+        " the task's id and its claim_token. Only complete_task marks a task done. Answer with"
+        " one short sentence for the Lead."
+    )
+
+
+class PlanGatedPolicy(PermissionPolicy):
+    """Permission rules plus the plan gate: no effectful tool while the plan is not approved."""
+
+    def __init__(self, base: PermissionPolicy, protocol: TeamProtocol) -> None:
+        super().__init__(base.rules, base.ask)
+        self._protocol = protocol
+
+    def decide(self, request: ApprovalRequest, *, effectful: bool) -> Decision:
+        """Deny effectful calls under a pending or rejected plan; otherwise ask the base rules."""
+        if effectful and not self._protocol.plan_allows_effectful(request.identity):
+            return "deny"
+        return super().decide(request, effectful=effectful)
+
+
+@dataclass(frozen=True, slots=True)
+class TeamSettings:
+    """Everything a team needs from outside: models, time, ids, and how to wait and approve."""
+
+    workspace: Path
+    lead_model: Model
+    teammate_model: Callable[[str], Model]
+    clock: Clock | None = None
+    new_task_id: IdFactory | None = None
+    new_claim_token: IdFactory | None = None
+    new_request_id: IdFactory | None = None
+    lease_seconds: float = 300.0
+    poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS
+    max_idle_polls: int = DEFAULT_MAX_IDLE_POLLS
+    sleeper: Sleeper | None = None
+    lockstep: Lockstep | None = None
+    approver: Approver | None = None
+    on_outcome: OutcomeListener | None = None
+    persistent_audit: bool = True
+    max_turns: int = 12
+    lead_name: str = DEFAULT_LEAD_NAME
+    extra_rules: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Team:
+    """A wired team: one store, one mailbox, the teammate runtime and the Lead's runner."""
+
+    store: SqliteTaskStore
+    work_stealing: WorkStealingRuntime
+    mailbox: Mailbox
+    protocol: TeamProtocol
+    teammates: TeammateRuntime
+    lead: AgentRunner
+    audit: AuditTrail
+    ledger: IdempotencyLedger
+    settings: TeamSettings
+    runners: dict[str, AgentRunner] = field(default_factory=dict)
+
+    def make_subagent(self, model: Model, name: str = "subagent") -> AgentRunner:
+        """A one-shot subagent on the same store with the five task tools."""
+        registry = ToolRegistry()
+        register_leased_task_tools(registry, self.work_stealing)
+        return AgentRunner(
+            name,
+            model,
+            registry,
+            system_prompt=SUBAGENT_SYSTEM_PROMPT,
+            audit=self.audit,
+            max_turns=self.settings.max_turns,
+        )
+
+    def close(self) -> None:
+        """Stop every worker, then close the databases."""
+        self.teammates.stop()
+        self.ledger.close()
+        self.mailbox.close()
+        self.store.close()
+
+
+def build_team(settings: TeamSettings) -> Team:
+    """Build one store and everything that shares it, wired in the chapter's order."""
+    workspace = settings.workspace
+    store = SqliteTaskStore(
+        workspace,
+        clock=settings.clock,
+        new_task_id=settings.new_task_id,
+        new_claim_token=settings.new_claim_token,
+        lease_seconds=settings.lease_seconds,
+    )
+    work_stealing = WorkStealingRuntime(
+        store=store,
+        poll_interval_seconds=settings.poll_interval_seconds,
+        max_idle_polls=settings.max_idle_polls,
+    )
+    mailbox = Mailbox(workspace)
+    protocol = TeamProtocol(
+        mailbox, lead_name=settings.lead_name, new_request_id=settings.new_request_id
+    )
+    teammates = TeammateRuntime(
+        mailbox,
+        lead_name=settings.lead_name,
+        sleeper=settings.sleeper if settings.sleeper is not None else settings.lockstep,
+        on_outcome=settings.on_outcome,
+        lockstep=settings.lockstep,
+    )
+    clock_kwargs = {} if settings.clock is None else {"clock": settings.clock}
+    audit = (
+        AuditTrail.for_workspace(workspace, **clock_kwargs)
+        if settings.persistent_audit
+        else AuditTrail.in_memory(**clock_kwargs)
+    )
+    ledger = (
+        IdempotencyLedger.for_workspace(workspace)
+        if settings.persistent_audit
+        else IdempotencyLedger.in_memory()
+    )
+    policy = PlanGatedPolicy(teammate_policy(settings.approver), protocol)
+    runners: dict[str, AgentRunner] = {}
+    real_workspace = Path(os.path.realpath(workspace))
+
+    def teammate_agent(name: str) -> AgentRunner:
+        registry = ToolRegistry(list(workspace_tool_definitions(real_workspace)))
+        for tool in teammate_team_tool_definitions(teammates):
+            registry.register(tool)
+        register_teammate_leased_task_tools(registry, work_stealing)
+        runner = AgentRunner(
+            name,
+            settings.teammate_model(name),
+            registry,
+            system_prompt=teammate_system_prompt(name, settings.lead_name),
+            policy=policy,
+            audit=audit,
+            ledger=ledger,
+            max_turns=settings.max_turns,
+        )
+        runners[name] = runner
+        return runner
+
+    teammates.configure_protocol(protocol)
+    teammates.configure_work_stealing(work_stealing)
+    teammates.configure_agent_factory(teammate_agent)
+
+    lead_tools = ToolRegistry()
+    register_leased_task_tools(lead_tools, work_stealing)
+    for tool in lead_team_tool_definitions(teammates):
+        lead_tools.register(tool)
+    lead = AgentRunner(
+        settings.lead_name,
+        settings.lead_model,
+        lead_tools,
+        system_prompt=LEAD_SYSTEM_PROMPT,
+        audit=audit,
+        max_turns=settings.max_turns,
+    )
+    return Team(
+        store=store,
+        work_stealing=work_stealing,
+        mailbox=mailbox,
+        protocol=protocol,
+        teammates=teammates,
+        lead=lead,
+        audit=audit,
+        ledger=ledger,
+        settings=settings,
+        runners=runners,
+    )
