@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -73,7 +73,12 @@ class ChatServer:
     `requests` holds each JSON body received and `headers` its headers (lower-case names).
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, responder: Callable[[dict[str, Any]], ScriptedResponse] | None = None
+    ) -> None:
+        # With a responder, each request is answered by calling it (for concurrent agents,
+        # whose request order is not fixed); otherwise from the queue, in order.
+        self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
@@ -119,6 +124,8 @@ class ChatServer:
             self.requests.append(body)
             if path != "/v1/chat/completions":
                 return error_response(404, f"no such path {path}")
+            if self.responder is not None:
+                return self.responder(body)
             if not self._queue:
                 # A request nobody scripted must fail the test, not hang it.
                 return error_response(500, "chat_server: no scripted response left")
@@ -147,9 +154,11 @@ class ChatServer:
 
 
 @contextmanager
-def running_chat_server() -> Iterator[ChatServer]:
+def running_chat_server(
+    responder: Callable[[dict[str, Any]], ScriptedResponse] | None = None,
+) -> Iterator[ChatServer]:
     """Start a ChatServer on a free port and always shut it down afterwards."""
-    server = ChatServer()
+    server = ChatServer(responder)
     server.start()
     try:
         yield server

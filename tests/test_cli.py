@@ -1,0 +1,220 @@
+"""The `agent17` command: demo, board and run, as a user runs them."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chat_server import ScriptedResponse, running_chat_server, text_completion, tool_call_completion
+
+import agent17.bootstrap
+from agent17 import SqliteTaskStore, TaskStatus
+from agent17.agent.models import (
+    Message,
+    ScriptedModel,
+    minimal_scenario_lead_script,
+    teammate_script,
+)
+from agent17.bootstrap import LEAD_SYSTEM_PROMPT
+from agent17.cli import main
+from agent17.demo import run_demo
+
+
+def _cli(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent17", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=180,
+        check=False,
+    )
+
+
+def _story(output: str) -> str:
+    # Everything but the workspace line, which names a fresh directory.
+    return "\n".join(line for line in output.splitlines() if not line.startswith("workspace:"))
+
+
+def test_demo_finishes_the_scenario_and_prints_the_same_story_every_time(tmp_path: Path) -> None:
+    first = _cli("demo", "--workspace", str(tmp_path / "one"))
+    second = _cli("demo", "--workspace", str(tmp_path / "two"))
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 0, second.stderr
+    assert _story(first.stdout) == _story(second.stdout)
+    assert "[FAILED]" not in first.stdout
+    with SqliteTaskStore(tmp_path / "one") as store:
+        tasks = {task.subject: task for task in store.list_tasks()}
+    assert sorted(tasks) == ["A", "B", "C"]
+    assert all(task.status is TaskStatus.COMPLETED for task in tasks.values())
+    assert tasks["A"].owner != tasks["B"].owner
+    assert tasks["C"].blocked_by == (tasks["A"].id, tasks["B"].id)
+
+
+def test_demo_without_a_workspace_uses_a_fresh_directory_and_prints_it() -> None:
+    result = _cli("demo")
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("workspace:"))
+    workspace = Path(line.removeprefix("workspace:").strip())
+    assert (workspace / ".agent_tutorial" / "tasks.sqlite3").is_file()
+
+
+def test_board_prints_json_table_and_dot_of_an_existing_board(tmp_path: Path) -> None:
+    assert run_demo(tmp_path, io.StringIO()) == 0
+    as_json = _cli("board", "--workspace", str(tmp_path), "--format", "json")
+    payloads = json.loads(as_json.stdout)
+    assert [task["subject"] for task in payloads] == ["A", "B", "C"]
+    assert set(payloads[0]) == {"id", "subject", "description", "status", "owner", "blocked_by"}
+    assert payloads[2]["blocked_by"] == [payloads[0]["id"], payloads[1]["id"]]
+    table = _cli("board", "--workspace", str(tmp_path))
+    assert table.returncode == 0 and "completed" in table.stdout
+    dot = _cli("board", "--workspace", str(tmp_path), "--format", "dot")
+    assert dot.stdout.startswith("digraph") and "t1 -> t3" in dot.stdout
+
+
+def test_board_of_a_workspace_without_a_board_creates_nothing(tmp_path: Path) -> None:
+    result = _cli("board", "--workspace", str(tmp_path))
+    assert result.returncode == 2
+    assert "no task board" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_board_refuses_an_unsafe_database_with_its_error_code(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.sqlite3"
+    outside.write_bytes(b"")
+    workspace = tmp_path / "ws"
+    (workspace / ".agent_tutorial").mkdir(parents=True)
+    (workspace / ".agent_tutorial" / "tasks.sqlite3").symlink_to(outside)
+    result = _cli("board", "--workspace", str(workspace))
+    assert result.returncode == 1
+    assert "unsafe_store_path" in result.stderr
+    assert outside.read_bytes() == b""
+
+
+def _environment_without_openai() -> dict[str, str]:
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "AGENT17_MODEL")
+    }
+
+
+def test_run_without_model_configuration_exits_before_creating_any_state(tmp_path: Path) -> None:
+    result = _cli(
+        "run",
+        "--prompt",
+        "anything",
+        "--workspace",
+        str(tmp_path),
+        env=_environment_without_openai(),
+    )
+    assert result.returncode != 0
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "OPENAI_API_KEY" in result.stderr
+    assert not (tmp_path / ".agent_tutorial").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_without_configuration_does_not_even_create_the_workspace(tmp_path: Path) -> None:
+    workspace = tmp_path / "never-made"
+    result = _cli(
+        "run", "--prompt", "x", "--workspace", str(workspace), env=_environment_without_openai()
+    )
+    assert result.returncode != 0
+    assert not workspace.exists()
+
+
+def test_the_cli_builds_exactly_one_store_that_every_role_shares(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[SqliteTaskStore] = []
+    original = SqliteTaskStore.__init__
+
+    def counting_init(self: SqliteTaskStore, *args: Any, **kwargs: Any) -> None:
+        built.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SqliteTaskStore, "__init__", counting_init)
+    seen: list[agent17.bootstrap.Team] = []
+    real_build = agent17.bootstrap.build_team
+
+    def spying_build(settings: agent17.bootstrap.TeamSettings) -> agent17.bootstrap.Team:
+        team = real_build(settings)
+        seen.append(team)
+        return team
+
+    monkeypatch.setattr("agent17.demo.build_team", spying_build)
+    assert main(["demo", "--workspace", str(tmp_path)]) == 0
+    assert len(built) == 1
+    team = seen[0]
+    assert team.store is built[0]
+    assert team.work_stealing.store is team.store
+    assert team.teammates.work_stealing is team.work_stealing
+    assert team.work_stealing.claim_service.store is team.store
+
+
+@dataclass(frozen=True)
+class _OfferedTool:
+    name: str
+
+
+def _scripted_server_responder() -> Any:
+    """Answer chat-completion requests with our scripted models: Lead or teammate by prompt."""
+    lead = minimal_scenario_lead_script()
+    teammate = teammate_script()
+
+    def respond(body: dict[str, Any]) -> ScriptedResponse:
+        messages: list[Message] = body["messages"]
+        model: ScriptedModel = lead if messages[0]["content"] == LEAD_SYSTEM_PROMPT else teammate
+        offered = [_OfferedTool(tool["function"]["name"]) for tool in body.get("tools", [])]
+        reply = model.complete(messages, offered)  # type: ignore[arg-type]
+        if reply.tool_calls:
+            calls = [(call.id, call.name, json.dumps(call.arguments)) for call in reply.tool_calls]
+            return tool_call_completion(calls, reply.text, model=body["model"])
+        return text_completion(reply.text or "", model=body["model"])
+
+    return respond
+
+
+def test_run_drives_a_real_team_through_the_openai_sdk_and_ends_by_itself(tmp_path: Path) -> None:
+    with running_chat_server(_scripted_server_responder()) as server:
+        env = _environment_without_openai() | {
+            "OPENAI_BASE_URL": server.url,
+            "AGENT17_MODEL": "loopback-model",
+        }
+        result = _cli(
+            "run",
+            "--prompt",
+            "Build A, B and C; start alice and bob.",
+            "--workspace",
+            str(tmp_path),
+            env=env,
+        )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "shut down: alice, bob" in result.stdout
+    assert {request["model"] for request in server.requests} == {"loopback-model"}
+    lead_requests = [
+        r for r in server.requests if r["messages"][0]["content"] == LEAD_SYSTEM_PROMPT
+    ]
+    offered = {tool["function"]["name"] for tool in lead_requests[0]["tools"]}
+    assert {"create_task", "spawn_teammate", "send_message"} <= offered
+    with SqliteTaskStore(tmp_path) as store:
+        tasks = {task.subject: task for task in store.list_tasks()}
+        events = store.events()
+    assert all(task.status is TaskStatus.COMPLETED for task in tasks.values())
+    assert {task.owner for task in tasks.values()} <= {"alice", "bob"}
+    order = [(event.kind.value, event.task_id) for event in events]
+    c_claimed = order.index(("claimed", tasks["C"].id))
+    assert order.index(("completed", tasks["A"].id)) < c_claimed
+    assert order.index(("completed", tasks["B"].id)) < c_claimed
+    assert sum(1 for kind, _ in order if kind == "claimed") == 3
