@@ -141,6 +141,15 @@ class SqliteTaskStore:
                     ErrorCode.NOT_A_TASK_DATABASE,
                     f"{self.path} exists but is not a SQLite database; it was left untouched",
                 )
+            # Check the version on a read-only connection: closing a read-write
+            # one would checkpoint a crashed writer's WAL into the main file.
+            probe = sqlite3.connect(
+                f"{self.path.as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_SECONDS
+            )
+            try:
+                self._check_schema_version(probe, allow_empty=True)
+            finally:
+                probe.close()
         connection = sqlite3.connect(
             self.path,
             isolation_level=None,  # autocommit: we issue BEGIN IMMEDIATE ourselves
