@@ -449,3 +449,24 @@ def test_a_second_store_on_the_same_file_sees_the_same_board(
     raises_code("task_not_claimable", lambda: store.claim_task(a.id, "alice"))
     assert store.get_task(a.id).owner == "bob"
     store.complete_task(a.id, "bob", claim.claim_token)
+
+
+def test_an_inflated_unmet_count_is_caught_when_its_last_dependency_completes(
+    store: SqliteTaskStore, tmp_path: Path
+) -> None:
+    a, b, c = _abc(store)
+    with raw_connection(db_path(tmp_path), unchecked=True) as connection:
+        connection.execute("UPDATE tasks SET unmet_dependencies = 3 WHERE id = ?", (c,))
+    claim_a = store.claim_task(a, "alice")
+    claim_b = store.claim_task(b, "bob")
+    # The check runs on every completion, so the first one already notices the drift
+    # instead of leaving C invisible to claim_next forever.
+    raises_code("graph_corrupted", lambda: store.complete_task(a, "alice", claim_a.claim_token))
+    raises_code("graph_corrupted", lambda: store.complete_task(b, "bob", claim_b.claim_token))
+    assert store.get_task(a).status is TaskStatus.IN_PROGRESS
+
+
+def test_blocked_by_that_is_not_a_list_is_invalid_task_input(store: SqliteTaskStore) -> None:
+    raises_code("invalid_task_input", lambda: store.create_task("X", blocked_by=None))  # type: ignore[arg-type]
+    raises_code("invalid_task_input", lambda: store.create_task("X", blocked_by=7))  # type: ignore[arg-type]
+    assert store.list_tasks() == []

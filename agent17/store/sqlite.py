@@ -59,6 +59,19 @@ CLAIM_NEXT_SQL: Final = (
     " WHERE status = 'pending' AND unmet_dependencies = 0"
     " ORDER BY sequence LIMIT 1"
 )
+# After a completion: a dependent whose stored count disagrees with its edges
+# (missing or newer dependencies count as unfinished), or that has a bad edge.
+_DEPENDENT_DRIFT_SQL: Final = (
+    "SELECT t.id FROM tasks AS t"
+    " WHERE t.sequence IN (SELECT task_sequence FROM task_dependencies"
+    " WHERE dependency_sequence = ?)"
+    " AND (t.unmet_dependencies != (SELECT count(*) FROM task_dependencies AS d"
+    " LEFT JOIN tasks AS x ON x.sequence = d.dependency_sequence"
+    " WHERE d.task_sequence = t.sequence AND x.status IS NOT 'completed')"
+    " OR EXISTS (SELECT 1 FROM task_dependencies AS d"
+    " WHERE d.task_sequence = t.sequence AND d.dependency_sequence >= t.sequence))"
+    " LIMIT 1"
+)
 _TASK_COLUMNS: Final = "sequence, id, subject, description, status, owner, unmet_dependencies"
 
 T = TypeVar("T")
@@ -341,8 +354,8 @@ class SqliteTaskStore:
             raise _invalid("subject must be a non-empty string")
         if not isinstance(description, str):
             raise _invalid("description must be a string")
-        if isinstance(blocked_by, str | bytes):
-            raise _invalid("blocked_by must be a list of task ids, not a single string")
+        if isinstance(blocked_by, str | bytes) or not isinstance(blocked_by, Iterable):
+            raise _invalid("blocked_by must be a list of task ids")
         dependencies = tuple(_require_task_id(dep) for dep in blocked_by)
         if len(set(dependencies)) != len(dependencies):
             raise _invalid("blocked_by names the same task twice")
@@ -506,6 +519,12 @@ class SqliteTaskStore:
                 raise _corrupted(
                     f"completing {task_id} would push a dependent's unmet count below zero"
                 ) from error
+            broken = connection.execute(_DEPENDENT_DRIFT_SQL, (row[0],)).fetchone()
+            if broken is not None:
+                # An inflated count would hide a ready task from claim_next forever.
+                raise _corrupted(
+                    f"task {broken[0]}'s unmet dependency count disagrees with its edges"
+                )
             unblocked = tuple(
                 dependent_id
                 for _, dependent_id, status, unmet in sorted(dependents)
