@@ -330,8 +330,10 @@ class SqliteTaskStore:
         edges = self._dependencies(connection, row[0])
         return self._task_from_row(row, (dependency_id for dependency_id, _ in edges))
 
-    def _ready_check(self, connection: sqlite3.Connection, row: _Row) -> list[str]:
-        """Ids of unfinished dependencies; the stored count must agree with the edges."""
+    def _ready_check(
+        self, connection: sqlite3.Connection, row: _Row
+    ) -> tuple[tuple[str, ...], list[str]]:
+        """All dependency ids and the unfinished ones; the stored count must agree."""
         edges = self._dependencies(connection, row[0])
         unfinished = [dep for dep, status in edges if status != TaskStatus.COMPLETED]
         if len(unfinished) != row[6]:
@@ -339,7 +341,7 @@ class SqliteTaskStore:
                 f"task {row[1]} records {row[6]} unmet dependencies but its edges show "
                 f"{len(unfinished)}"
             )
-        return unfinished
+        return tuple(dep for dep, _ in edges), unfinished
 
     # -- public operations -----------------------------------------------------------
 
@@ -426,13 +428,13 @@ class SqliteTaskStore:
                 raise TaskError(
                     ErrorCode.TASK_NOT_CLAIMABLE, f"task {task_id} is {row[4]}{held}, not pending"
                 )
-            unfinished = self._ready_check(connection, row)
+            blocked_by, unfinished = self._ready_check(connection, row)
             if unfinished:
                 raise TaskError(
                     ErrorCode.TASK_BLOCKED,
                     f"task {task_id} waits for unfinished tasks: {', '.join(unfinished)}",
                 )
-            return self._claim(connection, now, row, owner)
+            return self._claim(connection, now, row, owner, blocked_by)
 
         return self._transact(claim)
 
@@ -448,14 +450,20 @@ class SqliteTaskStore:
                 f"SELECT {_TASK_COLUMNS} FROM tasks WHERE sequence = ?", found
             ).fetchone()
             # The count said ready; the edges must agree, or the graph is broken.
-            if self._ready_check(connection, row):
+            blocked_by, unfinished = self._ready_check(connection, row)
+            if unfinished:
                 raise _corrupted(f"task {row[1]} looked ready but has unfinished dependencies")
-            return self._claim(connection, now, row, owner)
+            return self._claim(connection, now, row, owner, blocked_by)
 
         return self._transact(claim)
 
     def _claim(
-        self, connection: sqlite3.Connection, now: datetime, row: _Row, owner: str
+        self,
+        connection: sqlite3.Connection,
+        now: datetime,
+        row: _Row,
+        owner: str,
+        blocked_by: tuple[str, ...],
     ) -> TaskClaim:
         token = self._new_claim_token()
         if not is_canonical_uuid(token):
@@ -483,9 +491,7 @@ class SqliteTaskStore:
         if updated != 1:  # cannot happen under BEGIN IMMEDIATE; refuse rather than guess
             raise TaskError(ErrorCode.TASK_NOT_CLAIMABLE, f"task {row[1]} is no longer pending")
         self._append_event(connection, now, EventKind.CLAIMED, row[0], owner, token)
-        task = self._load_task(
-            connection, (row[0], row[1], row[2], row[3], "in_progress", owner, 0)
-        )
+        task = Task(row[1], row[2], row[3], TaskStatus.IN_PROGRESS, owner, blocked_by)
         return TaskClaim(task, token, _parse_db_time(_db_time(expires)))
 
     def complete_task(self, task_id: str, owner: str, claim_token: str) -> TaskCompletion:
