@@ -14,18 +14,22 @@ from agent17.viz.dag import (
     short_id,
 )
 from agent17.viz.replay import board_at, describe_event, replay_slider
+from agent17.viz.stepper import ButtonApprover, TeamStepper, describe_outcome
 from agent17.viz.timeline import LeaseBar, LeaseTimeline, lease_timeline
 
 __all__ = [
     "STYLES",
+    "ButtonApprover",
     "LeaseBar",
     "LeaseTimeline",
+    "TeamStepper",
     "active_leases",
     "board_at",
     "board_digraph",
     "board_dot",
     "board_table",
     "describe_event",
+    "describe_outcome",
     "display_state",
     "lease_timeline",
     "replay_slider",

@@ -1,0 +1,634 @@
+"""The team stepper: buttons that run one pass of a teammate's idle loop per click.
+
+`TeamStepper(team)` is a control panel for a team built with `build_team`
+whose runtime is *not* started. Each "step NAME" button calls
+`team.teammates.teammate(NAME).tick()`, the very method a worker thread calls
+in autonomous mode, so a click is exactly one pass of the idle loop (mailbox,
+protocol, plan gate, claim_next, idle). Beside them: "advance clock" (moves
+the team's ManualClock, to let a lease run out), the Lead's actions (each one
+runs the Lead's own tool: send_message, request_shutdown, review_plan) and a
+log. The DAG is redrawn after every click.
+
+Approvals. A teammate's effectful tool call (write_file, shell) asks the
+permission policy's approver in the middle of its tick. With a
+`ButtonApprover` as the team's approver, a step runs the tick on a short-lived
+helper thread and the click waits until that tick either finishes or parks
+on an approval request; then the panel shows "approve request" and "deny
+request". Answering resumes the parked tick, and the click waits again until
+it finishes or parks once more. Every widget is updated from the thread that
+handled the click, never from the helper, and every wait is bounded, so the
+same clicks always give the same story. `ButtonApprover.decide_next()`
+answers the next request in advance instead (the "decide before the step"
+pattern); a request from any other thread (the autonomous runtime) is denied,
+as it would be with no approver at all.
+
+Output widgets are filled kernel-side (never `with out:`), so tests and
+notebooks can read what the student sees: `log`, `last_outcome`,
+`dot_source`, `pending_approval`, `errors`, `error_outputs()`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+import ipywidgets as widgets
+
+from agent17.agent.permissions import ApprovalRequest
+from agent17.claims import ToolContext
+from agent17.deterministic import ManualClock
+from agent17.domain import EventKind, TaskStatus, utc_now
+from agent17.team.protocol import (
+    MessageKind,
+    PlanRecord,
+    PlanResponse,
+    PlanStatus,
+    decode_message,
+)
+from agent17.team.teammate import TickKind, TickOutcome
+from agent17.viz.dag import active_leases, board_digraph, wire_clock
+from agent17.viz.replay import describe_event
+
+if TYPE_CHECKING:
+    from agent17.bootstrap import Team
+
+DEFAULT_STEP_TIMEOUT_SECONDS: Final = 60.0
+DEFAULT_ANSWER_TIMEOUT_SECONDS: Final = 900.0
+LOG_LINES_SHOWN: Final = 14
+
+
+# ---------------------------------------------------------------------------
+# Approvals that wait for a button
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAnswer:
+    """One answered approval request: the request, the verdict, and who gave it."""
+
+    request: ApprovalRequest
+    approved: bool
+    how: str
+
+
+@dataclass(slots=True)
+class _TickJob:
+    """One tick running on a helper thread (set and read under the approver's condition)."""
+
+    name: str
+    thread: threading.Thread | None = None
+    done: bool = False
+    outcome: TickOutcome | None = None
+    error: BaseException | None = None
+
+
+@dataclass(slots=True)
+class _Parked:
+    request: ApprovalRequest
+    job: _TickJob
+    answer: bool | None = None
+
+
+class ButtonApprover:
+    """An Approver whose requests wait for the stepper's approve/deny buttons.
+
+    Pass it as `TeamSettings(approver=...)`. A request made by a tick that the
+    stepper runs parks that tick until `answer()` (the buttons call it), or
+    until `answer_timeout` seconds pass (then: denied). `decide_next()` queues
+    answers in advance. Any other caller is denied at once: nobody is at the
+    buttons for it.
+    """
+
+    def __init__(self, *, answer_timeout: float = DEFAULT_ANSWER_TIMEOUT_SECONDS) -> None:
+        self.answer_timeout = answer_timeout
+        # One condition guards the parked requests, the queued answers and the tick jobs.
+        self.condition = threading.Condition()
+        self._local = threading.local()
+        self._queued: list[bool] = []
+        self._parked: list[_Parked] = []
+        self._answers: list[ApprovalAnswer] = []
+
+    def __call__(self, request: ApprovalRequest) -> bool:
+        """Answer `request`: a queued answer, else park until a button answers, else deny."""
+        with self.condition:
+            if self._queued:
+                return self._record(request, self._queued.pop(0), "decided before the step")
+            job: _TickJob | None = getattr(self._local, "job", None)
+            if job is None:
+                return self._record(request, False, "nobody at the buttons")
+            parked = _Parked(request, job)
+            self._parked.append(parked)
+            self.condition.notify_all()
+            answered = self.condition.wait_for(
+                lambda: parked.answer is not None, self.answer_timeout
+            )
+            if parked in self._parked:
+                self._parked.remove(parked)
+            if not answered:
+                return self._record(request, False, "no answer in time")
+            return self._record(request, bool(parked.answer), "button")
+
+    def _record(self, request: ApprovalRequest, approved: bool, how: str) -> bool:
+        self._answers.append(ApprovalAnswer(request, approved, how))
+        self.condition.notify_all()
+        return approved
+
+    def decide_next(self, approve: bool) -> None:
+        """Answer the next request in advance, without parking (decide before the step)."""
+        with self.condition:
+            self._queued.append(approve)
+
+    @property
+    def pending(self) -> ApprovalRequest | None:
+        """The oldest request waiting for a button, or None."""
+        with self.condition:
+            waiting = [parked for parked in self._parked if parked.answer is None]
+            return waiting[0].request if waiting else None
+
+    @property
+    def answers(self) -> tuple[ApprovalAnswer, ...]:
+        """Every request answered so far, oldest first."""
+        with self.condition:
+            return tuple(self._answers)
+
+    def answer(self, approve: bool) -> ApprovalRequest:
+        """Answer the oldest waiting request (LookupError if none is waiting)."""
+        with self.condition:
+            waiting = [parked for parked in self._parked if parked.answer is None]
+            if not waiting:
+                raise LookupError("no approval request is waiting")
+            waiting[0].answer = approve
+            self.condition.notify_all()
+            return waiting[0].request
+
+    def _parked_job(self, job: _TickJob) -> bool:
+        return any(parked.job is job and parked.answer is None for parked in self._parked)
+
+    def _start(self, name: str, tick: Callable[[], TickOutcome]) -> _TickJob:
+        job = _TickJob(name)
+
+        def run() -> None:
+            # Marks this thread as one the buttons answer for.
+            self._local.job = job
+            try:
+                outcome = tick()
+            except BaseException as error:  # handed to the clicking thread, which re-raises it
+                with self.condition:
+                    job.error = error
+            else:
+                with self.condition:
+                    job.outcome = outcome
+            finally:
+                with self.condition:
+                    job.done = True
+                    self.condition.notify_all()
+
+        # Daemon: a tick forgotten while parked must never keep the kernel from exiting.
+        job.thread = threading.Thread(target=run, name=f"agent17-step-{name}", daemon=True)
+        job.thread.start()
+        return job
+
+    def _settle(self, job: _TickJob, timeout: float) -> bool:
+        """Wait until `job` has finished or parked on a request; False if `timeout` passed."""
+        with self.condition:
+            return self.condition.wait_for(lambda: job.done or self._parked_job(job), timeout)
+
+
+# ---------------------------------------------------------------------------
+# Readable lines
+# ---------------------------------------------------------------------------
+
+
+def describe_outcome(outcome: TickOutcome) -> str:
+    """One pass of the idle loop as a log line: 'alice: claimed A -> 'Completed A.''."""
+    name, kind = outcome.teammate, outcome.kind
+    sender = outcome.envelope.sender if outcome.envelope is not None else "?"
+    if kind is TickKind.CLAIMED and outcome.claim is not None:
+        lease = wire_clock(outcome.claim.lease_expires_at_utc)
+        return (
+            f"{name}: claimed {outcome.claim.task.subject} (lease until {lease})"
+            f" -> {outcome.final_text!r}"
+        )
+    if kind is TickKind.PROTOCOL_HANDLED and outcome.message is not None:
+        return (
+            f"{name}: protocol_handled {outcome.message.kind.value} from {sender}"
+            f" ({outcome.detail}); no task taken"
+        )
+    if kind is TickKind.MESSAGE_HANDLED:
+        return f"{name}: message_handled from {sender} -> {outcome.final_text!r}; no task taken"
+    if kind is TickKind.PLAN_BLOCKED:
+        return f"{name}: plan_blocked ({outcome.detail}); no claim, no write"
+    if kind is TickKind.IDLE:
+        return f"{name}: idle (nothing ready to claim)"
+    if kind is TickKind.CLOSED:
+        return f"{name}: closed (shut down; does nothing)"
+    return outcome.describe()
+
+
+def describe_request(request: ApprovalRequest, *, width: int = 90) -> str:
+    """An approval request as one line: who wants to run which tool with what."""
+    arguments = json.dumps(dict(request.arguments), sort_keys=True)
+    if len(arguments) > width:
+        arguments = arguments[: width - 3] + "..."
+    return f"{request.identity} asks to run {request.tool} {arguments}"
+
+
+def _tool_line(tool: str, result: Mapping[str, Any]) -> str:
+    error = result.get("error")
+    if isinstance(error, Mapping):
+        return f"{tool} -> {error.get('code')}: {error.get('message')}"
+    return f"{tool} -> ok"
+
+
+# ---------------------------------------------------------------------------
+# The stepper
+# ---------------------------------------------------------------------------
+
+
+class TeamStepper:
+    """A control panel for a built, not started, team: step each teammate one pass per click.
+
+    Display it as the last expression of a cell (or `display(stepper)`).
+    Notebooks without a browser call the same methods the buttons call:
+    `step(name)`, `advance_clock(s)`, `send_message(to, text)`,
+    `request_shutdown(name)`, `review_latest_plan(approve)`, `answer_approval(approve)`.
+    """
+
+    def __init__(
+        self,
+        team: Team,
+        *,
+        approvals: ButtonApprover | None = None,
+        step_timeout: float = DEFAULT_STEP_TIMEOUT_SECONDS,
+        clock_step_seconds: int = 60,
+        message: str = "Please report when you are idle.",
+    ) -> None:
+        self.team = team
+        if approvals is None and isinstance(team.settings.approver, ButtonApprover):
+            approvals = team.settings.approver
+        self.approvals = approvals
+        self.step_timeout = step_timeout
+        self._jobs: dict[str, _TickJob] = {}
+        self._log: list[str] = []
+        self._errors: list[str] = []
+        self._last_outcome: TickOutcome | None = None
+        self._dot_source = ""
+        self._names: tuple[str, ...] = ()
+        self._seen_event = 0
+
+        self.buttons: dict[str, widgets.Button] = {}
+        self._step_row = widgets.HBox([])
+        clock = team.settings.clock
+        self._manual_clock = clock if isinstance(clock, ManualClock) else None
+        self.clock_seconds = widgets.BoundedIntText(
+            value=clock_step_seconds,
+            min=1,
+            max=86_400,
+            description="seconds",
+            layout=widgets.Layout(width="150px"),
+        )
+        self.recipient = widgets.Dropdown(
+            options=[], description="to", layout=widgets.Layout(width="160px")
+        )
+        self.message_text = widgets.Text(
+            value=message, description="message", layout=widgets.Layout(width="340px")
+        )
+        self.approval_label = widgets.HTML()
+        self.status = widgets.HTML()
+        self.picture = widgets.Output()
+        self.log_view = widgets.HTML()
+        self.errors_output = widgets.Output()
+
+        advance = self._button(
+            "advance clock", lambda: self.advance_clock(self.clock_seconds.value)
+        )
+        advance.disabled = self._manual_clock is None
+        lead_row = widgets.HBox(
+            [
+                widgets.HTML("<b>Lead</b>&nbsp;"),
+                self.recipient,
+                self.message_text,
+                self._button(
+                    "send message",
+                    lambda: self.send_message(self.recipient.value, self.message_text.value),
+                ),
+                self._button(
+                    "request shutdown", lambda: self.request_shutdown(self.recipient.value)
+                ),
+                self._button("approve plan", lambda: self.review_latest_plan(approve=True)),
+                self._button("reject plan", lambda: self.review_latest_plan(approve=False)),
+            ],
+            layout=widgets.Layout(flex_flow="row wrap"),
+        )
+        approval_row = widgets.HBox(
+            [
+                widgets.HTML("<b>Approval</b>&nbsp;"),
+                self._button("approve request", lambda: self.answer_approval(approve=True)),
+                self._button("deny request", lambda: self.answer_approval(approve=False)),
+                self.approval_label,
+            ]
+        )
+        self.widget = widgets.VBox(
+            [
+                widgets.HBox([self._step_row, advance, self.clock_seconds]),
+                lead_row,
+                approval_row,
+                self.status,
+                self.picture,
+                self.log_view,
+                self.errors_output,
+            ]
+        )
+        self.refresh()
+
+    # -- what tests and notebooks read ------------------------------------------------
+
+    @property
+    def log(self) -> tuple[str, ...]:
+        """Every log line so far, oldest first."""
+        return tuple(self._log)
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """Failures of button handlers ('button: Type: message'); empty on every normal path."""
+        return tuple(self._errors)
+
+    @property
+    def last_outcome(self) -> TickOutcome | None:
+        """The outcome of the last finished step (None before any)."""
+        return self._last_outcome
+
+    @property
+    def dot_source(self) -> str:
+        """The DOT source of the DAG the panel shows right now."""
+        return self._dot_source
+
+    @property
+    def pending_approval(self) -> ApprovalRequest | None:
+        """The approval request the buttons would answer, or None."""
+        return self.approvals.pending if self.approvals is not None else None
+
+    def now(self) -> datetime:
+        """The team's time (its injected clock, else real UTC time)."""
+        clock = self.team.settings.clock
+        return clock() if clock is not None else utc_now()
+
+    def error_outputs(self) -> list[dict[str, Any]]:
+        """Every `error` output in the panel's Output widgets (empty on every normal path)."""
+        found: list[dict[str, Any]] = []
+        for output in (self.picture, self.errors_output):
+            found.extend(item for item in output.outputs if item.get("output_type") == "error")
+        return found
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    # -- actions (the buttons call exactly these) ----------------------------------------
+
+    def step(self, name: str) -> TickOutcome | None:
+        """Run one idle-loop pass of `name`; None if it stopped to wait for an approval."""
+        job = self._jobs.get(name)
+        if job is not None and not job.done:
+            self._say(f"{name}: still waiting for approval; answer it first")
+            self.refresh()
+            return None
+        if name in self.team.teammates.active_workers():
+            # Two drivers for one teammate would make the story unrepeatable.
+            self._say(f"{name}: runs on its own worker (runtime started); not stepped")
+            self.refresh()
+            return None
+        teammate = self.team.teammates.teammate(name)
+        if job is None:
+            if self.approvals is None:
+                return self._finish(teammate.tick())
+            job = self.approvals._start(name, teammate.tick)
+            self._jobs[name] = job
+        return self._follow(job)
+
+    def answer_approval(self, *, approve: bool) -> TickOutcome | None:
+        """Approve or deny the waiting request and let its tick go on; its outcome, or None."""
+        if self.approvals is None or self.approvals.pending is None:
+            self._say("human: nothing is waiting for approval")
+            self.refresh()
+            return None
+        request = self.approvals.answer(approve)
+        verdict = "approved" if approve else "denied"
+        self._say(f"human: {verdict} {request.identity}'s {request.tool}")
+        job = self._jobs.get(request.identity)
+        if job is None:  # a request from a tick the stepper does not drive
+            self.refresh()
+            return None
+        return self._follow(job)
+
+    def advance_clock(self, seconds: float) -> datetime:
+        """Move the team's ManualClock forward (leases run out); the new time."""
+        if self._manual_clock is None:
+            raise TypeError("the team's clock is not a ManualClock; time cannot be moved")
+        now = self._manual_clock.advance(seconds)
+        self._say(f"clock: +{seconds:g} s -> {wire_clock(now)}")
+        self.refresh()
+        return now
+
+    def send_message(self, to: str | None, content: str) -> dict[str, Any]:
+        """The Lead sends `content` to `to` (through its send_message tool); the tool result."""
+        return self._lead_tool("send_message", {"to": to or "", "content": content})
+
+    def request_shutdown(self, name: str | None) -> dict[str, Any]:
+        """The Lead asks `name` to shut down (through its request_shutdown tool)."""
+        return self._lead_tool("request_shutdown", {"name": name or ""})
+
+    def latest_pending_plan(self) -> PlanRecord | None:
+        """The most recent plan the Lead has not answered yet, or None."""
+        protocol = self.team.protocol
+        for plan in reversed(protocol.plans()):
+            if plan.status is not PlanStatus.PENDING or protocol.latest_plan(plan.agent) != plan:
+                continue
+            # The gate moves only when the teammate reads the verdict: a plan
+            # stays pending until then, but it must not be answered twice.
+            if plan.request_id not in self._answered_plans(plan.agent):
+                return plan
+        return None
+
+    def _answered_plans(self, agent: str) -> set[str]:
+        answered = set()
+        for envelope in self.team.mailbox.messages(agent):
+            if envelope.kind != MessageKind.PLAN_RESPONSE.value:
+                continue
+            message = decode_message(envelope.kind, envelope.body)
+            if isinstance(message, PlanResponse):
+                answered.add(message.request_id)
+        return answered
+
+    def review_latest_plan(self, *, approve: bool, feedback: str = "") -> dict[str, Any]:
+        """The Lead approves or rejects the latest pending plan (through review_plan)."""
+        plan = self.latest_pending_plan()
+        if plan is None:
+            self._say("lead: no plan is waiting for review")
+            self.refresh()
+            return {}
+        arguments = {"request_id": plan.request_id, "approve": approve, "feedback": feedback}
+        return self._lead_tool("review_plan", arguments, about=plan.agent)
+
+    def close(self) -> None:
+        """Deny every parked request and wait (bounded) for the ticks to finish."""
+        if self.approvals is not None:
+            while self.approvals.pending is not None:
+                self.approvals.answer(False)
+        for job in list(self._jobs.values()):
+            if job.thread is not None:
+                job.thread.join(self.step_timeout)
+        self._jobs.clear()
+
+    # -- inside ---------------------------------------------------------------------
+
+    def _follow(self, job: _TickJob) -> TickOutcome | None:
+        assert self.approvals is not None
+        if not self.approvals._settle(job, self.step_timeout):
+            raise TimeoutError(
+                f"{job.name}'s step neither finished nor asked for approval"
+                f" within {self.step_timeout:g} s"
+            )
+        if not job.done:
+            request = self.approvals.pending
+            if request is not None:
+                self._say(f"{job.name}: waiting for approval: {describe_request(request)}")
+            self.refresh()
+            return None
+        del self._jobs[job.name]
+        if job.thread is not None:
+            job.thread.join(self.step_timeout)
+        if job.error is not None:
+            raise job.error
+        assert job.outcome is not None
+        return self._finish(job.outcome)
+
+    def _finish(self, outcome: TickOutcome) -> TickOutcome:
+        self._last_outcome = outcome
+        self._say(describe_outcome(outcome))
+        self.refresh()
+        return outcome
+
+    def _lead_tool(
+        self, tool_name: str, arguments: dict[str, Any], *, about: str | None = None
+    ) -> dict[str, Any]:
+        lead = self.team.lead
+        tool = lead.tools.get(tool_name)
+        if tool is None:
+            raise LookupError(f"the Lead has no {tool_name} tool")
+        result = tool.run(arguments, ToolContext(identity=lead.identity))
+        target = about or arguments.get("to") or arguments.get("name") or ""
+        self._say(
+            f"{lead.identity}: {_tool_line(tool_name, result)}" + (f" ({target})" if target else "")
+        )
+        self.refresh()
+        return result
+
+    def _say(self, line: str) -> None:
+        self._log.append(line)
+
+    def _button(self, description: str, action: Callable[[], object]) -> widgets.Button:
+        # max-content: a description is never cut off (the browser test clicks by it).
+        button = widgets.Button(description=description, layout=widgets.Layout(width="max-content"))
+
+        def on_click(_: widgets.Button) -> None:
+            try:
+                action()
+            except Exception as error:
+                # Shown in the panel, then re-raised: ipywidgets prints the traceback too.
+                self._show_error(description, error)
+                raise
+
+        button.on_click(on_click)
+        self.buttons[description] = button
+        return button
+
+    def _show_error(self, description: str, error: Exception) -> None:
+        self._errors.append(f"{description}: {type(error).__name__}: {error}")
+        self.errors_output.append_display_data(
+            widgets.HTML(f"<b>{html.escape(description)} failed</b>")
+        )
+        self.errors_output.outputs += (
+            {
+                "output_type": "error",
+                "ename": type(error).__name__,
+                "evalue": str(error),
+                "traceback": traceback.format_exception(error),
+            },
+        )
+
+    def _stepping(self, name: str) -> Callable[[], object]:
+        return lambda: self.step(name)
+
+    def _sync_teammates(self) -> None:
+        names = self.team.teammates.names
+        if names == self._names:
+            return
+        self._names = names
+        row = []
+        for name in names:
+            description = f"step {name}"
+            button = self.buttons.get(description)
+            if button is None:
+                button = self._button(description, self._stepping(name))
+                button.button_style = "primary"
+            row.append(button)
+        self._step_row.children = tuple(row)
+        current = self.recipient.value
+        self.recipient.options = list(names)
+        # Keep the Lead's choice; otherwise pick the first teammate, never "nobody".
+        self.recipient.value = current if current in names else (names[0] if names else None)
+
+    def refresh(self) -> None:
+        """Redraw everything from the team's state: buttons, DAG, approval, status, log."""
+        self._sync_teammates()
+        store = self.team.store
+        now = self.now()
+        tasks = store.list_tasks()
+        events = store.events()
+        for event in events:
+            # Expiry happens inside the store's next transaction, not in a step: say so.
+            if event.sequence > self._seen_event and event.kind is EventKind.LEASE_EXPIRED:
+                self._say(f"board: {describe_event(event, tasks)}")
+        self._seen_event = events[-1].sequence if events else 0
+        graph = board_digraph(
+            tasks,
+            leases=active_leases(events, store.lease),
+            now=now,
+            title=f"the board at {wire_clock(now)}",
+        )
+        self._dot_source = str(graph.source)
+        # Filled from the kernel, never `with picture:`: strict nbval would see
+        # the captured picture as a cell output.
+        self.picture.outputs = ()
+        self.picture.append_display_data(graph)
+
+        request = self.pending_approval
+        waiting = request is not None
+        self.buttons["approve request"].disabled = not waiting
+        self.buttons["deny request"].disabled = not waiting
+        self.approval_label.value = (
+            html.escape(describe_request(request, width=48))
+            if request is not None
+            else "nothing to approve"
+        )
+        plan_waiting = self.latest_pending_plan() is not None
+        self.buttons["approve plan"].disabled = not plan_waiting
+        self.buttons["reject plan"].disabled = not plan_waiting
+
+        done = sum(task.status is TaskStatus.COMPLETED for task in tasks)
+        last = describe_outcome(self._last_outcome) if self._last_outcome else "no step yet"
+        self.status.value = html.escape(
+            f"{wire_clock(now)} · {done}/{len(tasks)} completed · last step: {last}"
+        )
+        shown = self._log[-LOG_LINES_SHOWN:]
+        self.log_view.value = (
+            "<pre style='margin:0; font-size:12px'>"
+            + html.escape("\n".join(shown) or "(no clicks yet)")
+            + "</pre>"
+        )
