@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from agent17.domain import EventKind
-from agent17.store.sqlite import BUSY_TIMEOUT_SECONDS, SqliteTaskStore
+from agent17.store.connection import BUSY_TIMEOUT_SECONDS, apply_pragmas, use_wal
+from agent17.store.sqlite import SqliteTaskStore
 
 CLAIM_COST_RATIO_GOAL: Final = 1.5
 FLOOR_RATIO_GOAL: Final = 0.5
@@ -86,7 +87,7 @@ def _bulk_insert_tasks(path: Path, count: int, *, blocked_by_sequence: int | Non
     unmet = 0 if blocked_by_sequence is None else 1
     connection = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS)
     try:
-        connection.execute("PRAGMA foreign_keys = ON")
+        apply_pragmas(connection)
         connection.execute("BEGIN IMMEDIATE")
         (last,) = connection.execute("SELECT coalesce(max(sequence), 0) FROM tasks").fetchone()
         connection.executemany(
@@ -199,9 +200,9 @@ def floor_cycles_per_second(workspace: Path, cycles: int) -> float:
         workspace / "floor.sqlite3", isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS
     )
     try:
-        connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-        connection.execute("PRAGMA journal_mode = WAL")
-        connection.execute("PRAGMA synchronous = FULL")
+        # The very pragmas the store uses, from the same functions.
+        apply_pragmas(connection)
+        use_wal(connection)
         connection.execute("CREATE TABLE IF NOT EXISTS counter (id INTEGER PRIMARY KEY, n INT)")
         connection.execute("INSERT OR REPLACE INTO counter VALUES (1, 0)")
         started = time.perf_counter()

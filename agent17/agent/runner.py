@@ -32,7 +32,6 @@ import sqlite3
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -46,6 +45,7 @@ from agent17.agent.permissions import (
     teammate_policy,
 )
 from agent17.claims import ToolContext
+from agent17.store.connection import open_state_database, use_wal
 from agent17.store.paths import safe_state_file
 from agent17.tools.base import AnyTool, ToolRegistry, describe_validation_error, error_result
 
@@ -103,17 +103,9 @@ class IdempotencyLedger:
     The first recorded result for a key wins, also across processes sharing the file.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = str(path)
-        if self.path != ":memory:":
-            parent = Path(self.path).parent
-            parent.mkdir(parents=True, exist_ok=True)
-            if Path(self.path).is_symlink():
-                raise ValueError(f"refusing a symlinked idempotency ledger at {self.path!r}")
+    def __init__(self, connection: sqlite3.Connection) -> None:
         self._lock = threading.Lock()
-        self._connection = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=30.0
-        )
+        self._connection = connection
         self._connection.execute(
             "CREATE TABLE IF NOT EXISTS tool_results ("
             " idempotency_key TEXT NOT NULL, ordinal INTEGER NOT NULL, tool TEXT NOT NULL,"
@@ -124,13 +116,20 @@ class IdempotencyLedger:
     @classmethod
     def in_memory(cls) -> IdempotencyLedger:
         """A ledger that lives as long as this object (tests, notebooks)."""
-        return cls(":memory:")
+        return cls(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False))
 
     @classmethod
     def for_workspace(cls, workspace: str | os.PathLike[str]) -> IdempotencyLedger:
         """The workspace's ledger: `<workspace>/.agent_tutorial/idempotency.sqlite3`."""
-        # The same path checks as the task database: no symlinks, hard links or escapes.
-        return cls(safe_state_file(workspace, "idempotency.sqlite3"))
+        # The same path checks, timeout and durability as the task database.
+        path = safe_state_file(workspace, "idempotency.sqlite3")
+        connection = open_state_database(path, path.parent.parent)
+        try:
+            use_wal(connection)
+        except BaseException:
+            connection.close()
+            raise
+        return cls(connection)
 
     def lookup(self, key: LedgerKey) -> dict[str, Any] | None:
         """The recorded result for `key`, or None."""

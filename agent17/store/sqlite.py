@@ -45,10 +45,10 @@ from agent17.domain import (
     require_utc,
     utc_now,
 )
-from agent17.store.paths import TASK_DB_NAME, check_state_file, safe_state_file, same_file
+from agent17.store.connection import BUSY_TIMEOUT_SECONDS, open_state_database, use_wal
+from agent17.store.paths import TASK_DB_NAME, check_state_file, safe_state_file
 
 SCHEMA_VERSION: Final = 1
-BUSY_TIMEOUT_SECONDS: Final = 30.0
 SQLITE_HEADER: Final = b"SQLite format 3\x00"
 _DB_TIME_FORMAT: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -163,23 +163,11 @@ class SqliteTaskStore:
                 self._check_schema_version(probe, allow_empty=True)
             finally:
                 probe.close()
-        connection = sqlite3.connect(
-            self.path,
-            isolation_level=None,  # autocommit: we issue BEGIN IMMEDIATE ourselves
-            check_same_thread=False,  # shared between threads, guarded by self._lock
-            timeout=BUSY_TIMEOUT_SECONDS,
-        )
+        connection = open_state_database(self.path, self.workspace)
         try:
-            # The file may have been swapped for a link between the check and the open.
-            if not same_file(before, self.path):
-                raise TaskError(ErrorCode.UNSAFE_STORE_PATH, f"{self.path} changed while opening")
-            check_state_file(self.path, self.workspace)
-            connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-            connection.execute("PRAGMA foreign_keys = ON")
             # Read-only version check first: a foreign or newer file stays byte-identical.
             self._check_schema_version(connection, allow_empty=True)
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = FULL")
+            use_wal(connection)
             self._create_schema(connection)
             self._check_schema_version(connection, allow_empty=False)
         except BaseException:

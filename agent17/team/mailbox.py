@@ -25,12 +25,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
-from agent17.store.paths import check_state_file, safe_state_file, same_file
+from agent17.store.connection import open_state_database, use_wal
+from agent17.store.paths import safe_state_file
 from agent17.tools.base import ToolError
 
 MAILBOX_DB_NAME: Final = "mailbox.sqlite3"
 MAILBOX_SCHEMA_VERSION: Final = "1"
-BUSY_TIMEOUT_MS: Final = 5000
 
 # The claim query is served by messages_by_recipient: (recipient, state, sequence).
 _SCHEMA: Final = (
@@ -181,15 +181,8 @@ class Mailbox:
         self.workspace: Path = self.path.parent.parent
         self.wakeups: WakeRegistry = wakeups if wakeups is not None else WakeRegistry()
         self._lock = threading.Lock()
-        before = check_state_file(self.path, self.workspace)
-        self._connection = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
-        )
+        self._connection = open_state_database(self.path, self.workspace)
         try:
-            # The file may have been swapped between our check and the open: check again.
-            if not same_file(before, self.path):
-                raise MailboxError("unsafe_store_path", f"{self.path} changed while opening")
-            check_state_file(self.path, self.workspace)
             self._prepare()
         except BaseException:
             self._connection.close()
@@ -198,9 +191,7 @@ class Mailbox:
     def _prepare(self) -> None:
         connection = self._connection
         try:
-            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = FULL")
+            use_wal(connection)
             with self.transaction() as writer:
                 for statement in _SCHEMA:
                     writer.connection.execute(statement)
