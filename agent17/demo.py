@@ -21,7 +21,7 @@ from typing import TextIO
 from agent17.agent.models import minimal_scenario_lead_script, teammate_script
 from agent17.bootstrap import Team, TeamSettings, build_team
 from agent17.deterministic import COURSE_START, ManualClock, uuid_sequence
-from agent17.domain import EventKind, TaskEvent, TaskStatus
+from agent17.domain import EventKind, Task, TaskEvent, TaskStatus
 from agent17.team.lockstep import Lockstep
 from agent17.team.protocol import ShutdownResponse, TextMessage
 from agent17.team.teammate import TickKind, TickOutcome
@@ -64,6 +64,9 @@ class _Narrator:
                 return  # how many empty polls happen is not part of the story
             self.board_events()
             self.say(outcome.teammate, _outcome_line(outcome))
+            if outcome.kind is TickKind.CLAIMED:
+                assert self.team is not None
+                self.say("board", readiness(self.team.store.list_tasks()))
             self._shutdown_when_done()
 
     def _shutdown_when_done(self) -> None:
@@ -75,6 +78,27 @@ class _Narrator:
             for name in self.team.teammates.names:
                 request = self.team.protocol.request_shutdown(name)
                 self.say("lead", f"asks {name} to shut down (request {request.request_id[-4:]})")
+
+
+def readiness(tasks: list[Task]) -> str:
+    """What the board offers now: ready tasks, and what each waiting task still needs."""
+    done = {task.id for task in tasks if task.status is TaskStatus.COMPLETED}
+    subjects = {task.id: task.subject for task in tasks}
+    ready, waiting = [], []
+    for task in tasks:
+        if task.status is not TaskStatus.PENDING:
+            continue
+        missing = [subjects[dep] for dep in task.blocked_by if dep not in done]
+        if missing:
+            waiting.append(f"{task.subject} (waits for {', '.join(missing)})")
+        else:
+            ready.append(task.subject)
+    if not ready and not waiting:
+        return "nothing left to claim"
+    parts = [f"ready: {', '.join(ready) or 'nothing'}"]
+    if waiting:
+        parts.append(f"not claimable: {', '.join(waiting)}")
+    return "; ".join(parts)
 
 
 def _outcome_line(outcome: TickOutcome) -> str:
