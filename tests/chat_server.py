@@ -122,10 +122,11 @@ class ChatServer:
             self.paths.append(path)
             self.headers.append(headers)
             self.requests.append(body)
-            if path != "/v1/chat/completions":
-                return error_response(404, f"no such path {path}")
-            if self.responder is not None:
-                return self.responder(body)
+        if path != "/v1/chat/completions":
+            return error_response(404, f"no such path {path}")
+        if self.responder is not None:
+            return self.responder(body)  # outside the lock: a responder may block
+        with self._lock:
             if not self._queue:
                 # A request nobody scripted must fail the test, not hang it.
                 return error_response(500, "chat_server: no scripted response left")
