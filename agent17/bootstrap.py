@@ -105,7 +105,6 @@ class TeamSettings:
     persistent_audit: bool = True
     max_turns: int = 12
     lead_name: str = DEFAULT_LEAD_NAME
-    extra_rules: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

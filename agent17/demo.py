@@ -11,6 +11,7 @@ typed protocol, and the demo checks the scenario's claims on the event log.
 
 from __future__ import annotations
 
+import sys
 import tempfile
 import threading
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from agent17.agent.models import minimal_scenario_lead_script, teammate_script
 from agent17.bootstrap import Team, TeamSettings, build_team
 from agent17.deterministic import COURSE_START, ManualClock, uuid_sequence
 from agent17.domain import EventKind, Task, TaskEvent, TaskStatus
+from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
 from agent17.team.lockstep import Lockstep
 from agent17.team.protocol import ShutdownResponse, TextMessage
 from agent17.team.teammate import TickKind, TickOutcome
@@ -42,13 +44,10 @@ class _Narrator:
     team: Team | None = None
     printed_events: int = 0
     shutdown_sent: bool = False
-    lines: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def say(self, who: str, text: str) -> None:
-        line = f"  {who:<6} {text}"
-        self.lines.append(line)
-        self.out.write(line + "\n")
+        self.out.write(f"  {who:<6} {text}\n")
         self.out.flush()
 
     def board_events(self) -> None:
@@ -153,6 +152,13 @@ def run_demo(workspace: Path | None, out: TextIO) -> int:
     """Run the minimal scenario offline; print the timeline; 0 if every check holds."""
     if workspace is None:
         workspace = Path(tempfile.mkdtemp(prefix="agent17-demo-"))
+    elif (workspace / STATE_DIRNAME / TASK_DB_NAME).exists():
+        # The demo's ids are fixed; a second story on the same board would be a different one.
+        print(
+            f"agent17: {workspace} already has a task board; the demo needs a fresh workspace",
+            file=sys.stderr,
+        )
+        return 2
     narrator = _Narrator(out)
     out.write("agent17 demo: work stealing and autonomy (offline, scripted model)\n")
     out.write(f"workspace: {workspace}\n\n")
@@ -172,6 +178,7 @@ def run_demo(workspace: Path | None, out: TextIO) -> int:
         with narrator.lock:
             narrator.board_events()
         out.write("\nThe Lead's inbox:\n")
+        approved_shutdowns: set[str] = set()
         for delivery in team.protocol.receive_all(team.settings.lead_name):
             message = delivery.message
             sender = delivery.envelope.sender
@@ -180,13 +187,28 @@ def run_demo(workspace: Path | None, out: TextIO) -> int:
             elif isinstance(message, ShutdownResponse):
                 verdict = "approved" if message.approved else "refused"
                 narrator.say(sender, f"-> lead: shutdown {verdict}")
+                if message.approved:
+                    approved_shutdowns.add(sender)
             elif message is not None:
                 narrator.say(sender, f"-> lead: {message.kind.value}")
         tasks = team.store.list_tasks()
         out.write("\nThe board at the end:\n")
         out.write(board_table(tasks) + "\n\n")
-        checks = scenario_checks(team.store.events(), {task.id: task.subject for task in tasks})
-        checks.append(("every teammate shut down through the protocol", finished and not failures))
+        checks = [
+            (
+                "the Lead built the board and the team",
+                result.stopped == "answered" and len(team.teammates.names) == 2,
+            )
+        ]
+        checks += scenario_checks(team.store.events(), {task.id: task.subject for task in tasks})
+        names = team.teammates.names
+        closed = all(team.teammates.teammate(name).closed for name in names)
+        checks.append(
+            (
+                "every teammate shut down through the protocol",
+                finished and not failures and closed and approved_shutdowns == set(names),
+            )
+        )
         for text, ok in checks:
             out.write(f"  [{'ok' if ok else 'FAILED'}] {text}\n")
         return 0 if all(ok for _, ok in checks) else 1

@@ -101,7 +101,6 @@ class ErrorCode(StrEnum):
     CLAIM_TOKEN_COLLISION = "claim_token_collision"
     SCHEMA_VERSION_MISMATCH = "schema_version_mismatch"
     UNSAFE_STORE_PATH = "unsafe_store_path"
-    NOT_A_TASK_DATABASE = "not_a_task_database"
 
 
 class TaskError(Exception):

@@ -13,19 +13,29 @@ is left half done.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
+import openai
+
 from agent17.agent.openai_model import ConfigurationError, OpenAIModel, validate_openai_environment
 from agent17.agent.permissions import terminal_approver
-from agent17.bootstrap import TeamSettings, build_team
-from agent17.team.protocol import ShutdownResponse, TextMessage
+from agent17.bootstrap import Team, TeamSettings, build_team
+from agent17.team.protocol import (
+    Delivery,
+    PlanStatus,
+    PlanSubmission,
+    ShutdownResponse,
+    TextMessage,
+)
 from agent17.team.teammate import TickKind, TickOutcome
 from agent17.viz.dag import board_table
 
 QUIET_TIMEOUT_SECONDS = 30 * 60.0
 SHUTDOWN_TIMEOUT_SECONDS = 120.0
+LEAD_CHECK_SECONDS = 1.0
 
 
 def run_live(
@@ -62,36 +72,86 @@ def run_live(
     )
     team = build_team(settings)
     try:
-        out.write(f"agent17 run: model {config.model}, workspace {team.store.workspace}\n")
-        team.teammates.start()
-        answer = team.lead.run(prompt)
-        out.write(f"lead: {answer.final_text}\n")
-        finished = team.teammates.run_until_quiet(timeout=quiet_timeout_seconds)
-        reports = [
-            f"{delivery.envelope.sender}: {delivery.message.content}"
-            for delivery in team.protocol.receive_all(settings.lead_name)
-            if isinstance(delivery.message, TextMessage)
-        ]
-        if reports:
-            summary = team.lead.run("Reports from your teammates:\n" + "\n".join(reports))
-            out.write(f"lead: {summary.final_text}\n")
-        for name in team.teammates.names:
-            if not team.teammates.teammate(name).closed:
-                team.protocol.request_shutdown(name)
-        team.teammates.wait_for_workers(timeout=SHUTDOWN_TIMEOUT_SECONDS)
-        closed = [
-            delivery.envelope.sender
-            for delivery in team.protocol.receive_all(settings.lead_name)
-            if isinstance(delivery.message, ShutdownResponse) and delivery.message.approved
-        ]
-        if closed:
-            out.write(f"shut down: {', '.join(sorted(closed))}\n")
-        out.write(board_table(team.store.list_tasks()) + "\n")
-        if not finished:
-            out.write(
-                "agent17 run: stopped with work left on the board (no teammate could do it)\n"
-            )
-            return 1
-        return 0
+        return _run_team(team, prompt, config.model, out, quiet_timeout_seconds)
+    except openai.OpenAIError as error:
+        print(f"agent17: the model call failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
     finally:
         team.close()
+
+
+def _run_team(team: Team, prompt: str, model: str, out: TextIO, quiet_timeout: float) -> int:
+    lead_name = team.settings.lead_name
+    out.write(f"agent17 run: model {model}, workspace {team.store.workspace}\n")
+    team.teammates.start()
+    answer = team.lead.run(prompt + _pending_plans_note(team))
+    out.write(f"lead: {answer.final_text}\n")
+    finished = _until_quiet(team, out, quiet_timeout)
+    for name in team.teammates.names:
+        if not team.teammates.teammate(name).closed:
+            team.protocol.request_shutdown(name)
+    team.teammates.wait_for_workers(timeout=SHUTDOWN_TIMEOUT_SECONDS)
+    closed = [
+        delivery.envelope.sender
+        for delivery in team.protocol.receive_all(lead_name)
+        if isinstance(delivery.message, ShutdownResponse) and delivery.message.approved
+    ]
+    if closed:
+        out.write(f"shut down: {', '.join(sorted(closed))}\n")
+    for name, failure in team.teammates.failures().items():
+        out.write(f"{name} stopped on an error: {type(failure).__name__}: {failure}\n")
+    out.write(board_table(team.store.list_tasks()) + "\n")
+    if not finished:
+        out.write("agent17 run: stopped with work left on the board (no teammate could do it)\n")
+        return 1
+    return 0
+
+
+def _until_quiet(team: Team, out: TextIO, timeout: float) -> bool:
+    """Let the Lead read its inbox (reports, plans to review) until the team has nothing left."""
+    lead_name = team.settings.lead_name
+    mail_for_lead = team.mailbox.wakeups.event_for(lead_name)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        mail_for_lead.clear()
+        inbox = team.protocol.receive_all(lead_name)
+        if inbox:
+            reply = team.lead.run(_inbox_text(inbox))
+            out.write(f"lead: {reply.final_text}\n")
+            continue
+        if team.teammates.run_until_quiet(timeout=LEAD_CHECK_SECONDS):
+            if not mail_for_lead.is_set():
+                return True
+        elif not team.teammates.active_workers() and not mail_for_lead.is_set():
+            return False  # nobody is running and nobody wrote: nothing will change
+    return False
+
+
+def _inbox_text(inbox: list[Delivery]) -> str:
+    lines = ["Messages for you from your team:"]
+    for delivery in inbox:
+        sender, message = delivery.envelope.sender, delivery.message
+        if isinstance(message, TextMessage):
+            lines.append(f"- {sender}: {message.content}")
+        elif isinstance(message, PlanSubmission):
+            lines.append(
+                f"- {sender} submitted a plan (request_id {message.request_id}); approve or"
+                f" reject it with review_plan:\n{message.plan}"
+            )
+        elif message is not None:
+            lines.append(f"- {sender}: {message.kind.value}")
+        else:
+            lines.append(f"- {sender}: an unreadable message ({delivery.error})")
+    return "\n".join(lines)
+
+
+def _pending_plans_note(team: Team) -> str:
+    # Plans outlive a run (the gate is persistent); an earlier run's pending plan
+    # still blocks its teammate, so the Lead is told about it up front.
+    pending = [plan for plan in team.protocol.plans() if plan.status is PlanStatus.PENDING]
+    if not pending:
+        return ""
+    listed = "\n".join(
+        f"- {plan.agent} (request_id {plan.request_id}): {plan.plan}" for plan in pending
+    )
+    return f"\n\nPlans from an earlier run still wait for your review_plan:\n{listed}"

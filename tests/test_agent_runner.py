@@ -305,6 +305,8 @@ def test_a_tool_bug_propagates_and_is_still_audited() -> None:
     with pytest.raises(RuntimeError, match="bug"):
         runner.run("go")
     assert [(r["tool"], r["outcome"]) for r in audit.records()] == [("echo", "raised")]
+    # No assistant tool call is left without its tool message: the next run starts clean.
+    assert runner.messages == [{"role": "system", "content": "S"}]
 
 
 # --- idempotency -------------------------------------------------------------------

@@ -218,3 +218,105 @@ def test_run_drives_a_real_team_through_the_openai_sdk_and_ends_by_itself(tmp_pa
     assert order.index(("completed", tasks["A"].id)) < c_claimed
     assert order.index(("completed", tasks["B"].id)) < c_claimed
     assert sum(1 for kind, _ in order if kind == "claimed") == 3
+
+
+def test_demo_refuses_a_workspace_that_already_has_a_board(tmp_path: Path) -> None:
+    assert run_demo(tmp_path, io.StringIO()) == 0
+    before = (tmp_path / ".agent_tutorial" / "tasks.sqlite3").read_bytes()
+    again = _cli("demo", "--workspace", str(tmp_path))
+    assert again.returncode == 2
+    assert "already has a task board" in again.stderr
+    assert (tmp_path / ".agent_tutorial" / "tasks.sqlite3").read_bytes() == before
+
+
+def test_the_demo_checks_fail_when_one_teammate_took_a_and_b() -> None:
+    from datetime import UTC, datetime
+
+    from agent17.demo import scenario_checks
+    from agent17.domain import EventKind, TaskEvent
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    ids = {"a": "A", "b": "B", "c": "C"}
+    story = [
+        ("claimed", "a", "alice"),
+        ("completed", "a", "alice"),
+        ("claimed", "b", "alice"),
+        ("claimed", "c", "bob"),  # before B was completed
+        ("completed", "b", "alice"),
+        ("completed", "c", "bob"),
+    ]
+    events = [
+        TaskEvent(number, EventKind(kind), task, at, owner)
+        for number, (kind, task, owner) in enumerate(story, start=1)
+    ]
+    verdicts = dict(scenario_checks(events, ids))
+    assert verdicts["A and B went to different teammates"] is False
+    assert verdicts["C was claimed only after A and B were completed"] is False
+    assert verdicts["C was claimed by exactly one teammate"] is True
+
+
+def _planning_team_responder() -> Any:
+    """Teammates submit a plan with every task; the Lead approves each plan it is shown."""
+    import re
+
+    from agent17.agent.models import Call, CurrentTurn, Reply, auto_claimed_task
+
+    def approve_plans(turn: CurrentTurn) -> Reply | None:
+        request_ids = re.findall(r"submitted a plan \(request_id ([0-9a-f-]{36})\)", turn.user_text)
+        if not request_ids:
+            return None
+        if turn.outcomes:
+            return Reply(text=f"Approved {len(request_ids)} plan(s).")
+        return Reply(
+            calls=tuple(
+                Call("review_plan", {"request_id": r, "approve": True}) for r in request_ids
+            )
+        )
+
+    def plan_then_complete(turn: CurrentTurn) -> Reply | None:
+        claim = auto_claimed_task(turn.user_text)
+        if claim is None:
+            return None
+        if turn.outcomes:
+            return Reply(text=f"Planned and completed {claim['task']['subject']}.")
+        complete = {"task_id": claim["task"]["id"], "claim_token": claim["claim_token"]}
+        return Reply(
+            calls=(
+                Call("submit_plan", {"plan": f"Do {claim['task']['subject']} carefully."}),
+                Call("complete_task", complete),
+            )
+        )
+
+    lead = ScriptedModel([approve_plans, *minimal_scenario_lead_script().rules], name="lead")
+    teammate = ScriptedModel([plan_then_complete, *teammate_script().rules], name="teammate")
+
+    def respond(body: dict[str, Any]) -> ScriptedResponse:
+        messages: list[Message] = body["messages"]
+        model = lead if messages[0]["content"] == LEAD_SYSTEM_PROMPT else teammate
+        offered = [_OfferedTool(tool["function"]["name"]) for tool in body.get("tools", [])]
+        reply = model.complete(messages, offered)  # type: ignore[arg-type]
+        if reply.tool_calls:
+            calls = [(call.id, call.name, json.dumps(call.arguments)) for call in reply.tool_calls]
+            return tool_call_completion(calls, reply.text, model=body["model"])
+        return text_completion(reply.text or "", model=body["model"])
+
+    return respond
+
+
+def test_run_shows_submitted_plans_to_the_lead_whose_approval_opens_the_gate(
+    tmp_path: Path,
+) -> None:
+    from agent17.team.mailbox import Mailbox
+    from agent17.team.protocol import PlanStatus, TeamProtocol
+
+    with running_chat_server(_planning_team_responder()) as server:
+        env = _environment_without_openai() | {"OPENAI_BASE_URL": server.url}
+        result = _cli("run", "--prompt", "A, B, C please", "--workspace", str(tmp_path), env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Approved" in result.stdout
+    with SqliteTaskStore(tmp_path) as store:
+        assert all(task.status is TaskStatus.COMPLETED for task in store.list_tasks())
+    with Mailbox(tmp_path) as mailbox:
+        plans = TeamProtocol(mailbox).plans()
+    assert len(plans) == 3  # one per task
+    assert {plan.status for plan in plans} == {PlanStatus.APPROVED}

@@ -338,7 +338,7 @@ def test_a_token_reused_after_completion_still_collides(tmp_path: Path) -> None:
     assert store.get_task(b.id).status == TaskStatus.PENDING
 
 
-# -- schema_version_mismatch and not_a_task_database: nothing changed -------------------
+# -- schema_version_mismatch (also for foreign files): nothing changed -------------------
 
 
 def _files_in(folder: Path) -> dict[str, str]:
@@ -404,18 +404,18 @@ def test_a_missing_schema_version_row_is_a_mismatch(tmp_path: Path) -> None:
     assert digest(path) == before
 
 
-def test_a_text_file_at_the_database_path_is_not_a_task_database(tmp_path: Path) -> None:
+def test_a_text_file_at_the_database_path_is_refused_untouched(tmp_path: Path) -> None:
     path = db_path(tmp_path)
     path.parent.mkdir()
     path.write_text("my shopping list\nmilk\n")
     before = _files_in(path.parent)
 
-    raises_code("not_a_task_database", lambda: new_store(tmp_path))
+    raises_code("schema_version_mismatch", lambda: new_store(tmp_path))
     assert _files_in(path.parent) == before
     assert path.read_text() == "my shopping list\nmilk\n"
 
 
-def test_a_foreign_sqlite_database_is_not_a_task_database(tmp_path: Path) -> None:
+def test_a_foreign_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
     path = db_path(tmp_path)
     path.parent.mkdir()
     foreign = sqlite3.connect(path)
@@ -425,7 +425,7 @@ def test_a_foreign_sqlite_database_is_not_a_task_database(tmp_path: Path) -> Non
     foreign.close()
     before = digest(path)
 
-    raises_code("not_a_task_database", lambda: new_store(tmp_path))
+    raises_code("schema_version_mismatch", lambda: new_store(tmp_path))
     assert digest(path) == before
     assert not path.with_name(path.name + "-journal").exists()
     with raw_connection(path) as connection:

@@ -205,7 +205,19 @@ class AgentRunner:
         self.messages: list[Message] = [{"role": "system", "content": system_prompt}]
 
     def run(self, user_text: str, *, idempotency_key: str | None = None) -> RunResult:
-        """Give the model `user_text` and run the tools it calls until it answers."""
+        """Give the model `user_text` and run the tools it calls until it answers.
+
+        If the model or a tool raises, the conversation is put back as it was
+        before this run (no dangling tool calls) and the exception propagates.
+        """
+        before = len(self.messages)
+        try:
+            return self._run(user_text, idempotency_key)
+        except BaseException:
+            del self.messages[before:]
+            raise
+
+    def _run(self, user_text: str, idempotency_key: str | None) -> RunResult:
         self.messages.append({"role": "user", "content": user_text})
         records: list[ToolCallRecord] = []
         effectful_calls = 0

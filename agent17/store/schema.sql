@@ -54,14 +54,16 @@ CREATE TABLE IF NOT EXISTS task_dependencies (
 -- Completing a task visits its dependents through this index.
 CREATE INDEX IF NOT EXISTS task_dependents ON task_dependencies (dependency_sequence);
 
--- Every claim token ever issued, for the lifetime of the database.
+-- Every claim token ever issued, for the lifetime of the database, in issue
+-- order (rowid). A generator that repeats a token fails here, and the whole
+-- claim rolls back.
 CREATE TABLE IF NOT EXISTS task_claim_tokens (
-    token                TEXT PRIMARY KEY,
+    token                TEXT NOT NULL UNIQUE,
     task_sequence        INTEGER NOT NULL REFERENCES tasks (sequence) ON DELETE RESTRICT,
     owner                TEXT NOT NULL,
     claimed_at_utc       TEXT NOT NULL,
     lease_expires_at_utc TEXT NOT NULL
-) WITHOUT ROWID;
+);
 
 -- The append-only log of transitions; the timeline and the replay read it.
 CREATE TABLE IF NOT EXISTS task_events (

@@ -150,8 +150,9 @@ class SqliteTaskStore:
             with open(self.path, "rb") as handle:
                 header = handle.read(len(SQLITE_HEADER))
             if header != SQLITE_HEADER:
+                # Not ours and not even SQLite: "another schema" in the widest sense.
                 raise TaskError(
-                    ErrorCode.NOT_A_TASK_DATABASE,
+                    ErrorCode.SCHEMA_VERSION_MISMATCH,
                     f"{self.path} exists but is not a SQLite database; it was left untouched",
                 )
             # Check the version on a read-only connection: closing a read-write
@@ -181,8 +182,9 @@ class SqliteTaskStore:
             return
         if "task_metadata" not in tables:
             raise TaskError(
-                ErrorCode.NOT_A_TASK_DATABASE,
-                f"{self.path} is a SQLite database but not an agent17 task board",
+                ErrorCode.SCHEMA_VERSION_MISMATCH,
+                f"{self.path} is a SQLite database but not an agent17 task board"
+                " (no task_metadata); it was left untouched",
             )
         row = connection.execute(
             "SELECT value FROM task_metadata WHERE key = 'schema_version'"
@@ -578,7 +580,7 @@ class SqliteTaskStore:
         """Every claim token this database has issued, in issue order."""
         with self._lock:
             rows = self._connection.execute(
-                "SELECT claim_token FROM task_events WHERE kind = 'claimed' ORDER BY sequence"
+                "SELECT token FROM task_claim_tokens ORDER BY rowid"
             ).fetchall()
         return [token for (token,) in rows]
 

@@ -283,11 +283,10 @@ class TeammateRuntime:
                 self._failures[name] = error
             raise
         finally:
-            if self.lockstep is not None:
-                self.lockstep.leave(name)
             with self._state:
                 if self._workers.get(name) is threading.current_thread():
                     del self._workers[name]
+                    self._leave_lockstep(name)
                 self._sleeping.discard(name)
                 self._state.notify_all()
 
@@ -299,8 +298,15 @@ class TeammateRuntime:
                 return False
             self._idle_timeouts[name] += 1
             del self._workers[name]
+            # Leave the turn order now, under the lock: a worker restarted by a
+            # message right after this must not be removed by this one's exit.
+            self._leave_lockstep(name)
             self._state.notify_all()
             return True
+
+    def _leave_lockstep(self, name: str) -> None:
+        if self.lockstep is not None:
+            self.lockstep.leave(name)
 
     def idle_timeout_count(self, name: str) -> int:
         """How many times teammate `name` ran out of idle polls."""
