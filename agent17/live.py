@@ -12,6 +12,7 @@ is left half done.
 
 from __future__ import annotations
 
+import io
 import sys
 import time
 from collections.abc import Mapping
@@ -65,7 +66,8 @@ def run_live(
         workspace=workspace,
         lead_model=OpenAIModel.from_config(config),
         teammate_model=lambda name: OpenAIModel.from_config(config),
-        approver=terminal_approver(stdin if stdin is not None else sys.stdin, out),
+        # No terminal at all (CI, a closed stdin): every approval request is denied.
+        approver=terminal_approver(stdin or sys.stdin or io.StringIO(), out),
         on_outcome=log,
         poll_interval_seconds=poll_interval_seconds,
         max_idle_polls=max_idle_polls,
