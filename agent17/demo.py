@@ -22,7 +22,14 @@ from typing import TextIO
 from agent17.agent.models import minimal_scenario_lead_script, teammate_script
 from agent17.bootstrap import Team, TeamSettings, build_team
 from agent17.deterministic import COURSE_START, ManualClock, uuid_sequence
-from agent17.domain import EventKind, Task, TaskEvent, TaskStatus
+from agent17.domain import (
+    EventKind,
+    Task,
+    TaskEvent,
+    TaskStatus,
+    completed_ids,
+    waiting_for,
+)
 from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
 from agent17.team.lockstep import Lockstep
 from agent17.team.protocol import ShutdownResponse, TextMessage
@@ -81,13 +88,13 @@ class _Narrator:
 
 def readiness(tasks: list[Task]) -> str:
     """What the board offers now: ready tasks, and what each waiting task still needs."""
-    done = {task.id for task in tasks if task.status is TaskStatus.COMPLETED}
+    done = completed_ids(tasks)
     subjects = {task.id: task.subject for task in tasks}
     ready, waiting = [], []
     for task in tasks:
         if task.status is not TaskStatus.PENDING:
             continue
-        missing = [subjects[dep] for dep in task.blocked_by if dep not in done]
+        missing = [subjects[dep] for dep in waiting_for(task, done)]
         if missing:
             waiting.append(f"{task.subject} (waits for {', '.join(missing)})")
         else:

@@ -7,7 +7,7 @@ never be half-updated. Pydantic lives only at the edges (tool input, wire).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -47,6 +47,21 @@ class Task:
     status: TaskStatus
     owner: str | None
     blocked_by: tuple[str, ...]
+
+
+def completed_ids(tasks: Iterable[Task]) -> frozenset[str]:
+    """The ids of the completed tasks in a snapshot of the board."""
+    return frozenset(task.id for task in tasks if task.status is TaskStatus.COMPLETED)
+
+
+def waiting_for(task: Task, completed: frozenset[str]) -> tuple[str, ...]:
+    """The dependencies of `task` that are not completed yet, in the order given."""
+    return tuple(dependency for dependency in task.blocked_by if dependency not in completed)
+
+
+def is_ready(task: Task, completed: frozenset[str]) -> bool:
+    """Pending with every dependency completed: what claim_next may hand out."""
+    return task.status is TaskStatus.PENDING and not waiting_for(task, completed)
 
 
 @dataclass(frozen=True, slots=True)

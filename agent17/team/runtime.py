@@ -23,7 +23,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Final
 
-from agent17.domain import TaskStatus
+from agent17.domain import TaskStatus, completed_ids, is_ready
 from agent17.team.lockstep import Lockstep
 from agent17.team.mailbox import Mailbox
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
@@ -364,14 +364,9 @@ class TeammateRuntime:
 
     def _board_done(self) -> bool:
         tasks = self.work_stealing.store.list_tasks()
-        completed = {task.id for task in tasks if task.status is TaskStatus.COMPLETED}
+        completed = completed_ids(tasks)
         return not any(
-            task.status is TaskStatus.IN_PROGRESS
-            or (
-                task.status is TaskStatus.PENDING
-                and all(dependency in completed for dependency in task.blocked_by)
-            )
-            for task in tasks
+            task.status is TaskStatus.IN_PROGRESS or is_ready(task, completed) for task in tasks
         )
 
     def stop(self, timeout: float | None = None) -> None:

@@ -23,7 +23,7 @@ from typing import Final
 
 import graphviz
 
-from agent17.domain import EventKind, Task, TaskEvent, TaskStatus
+from agent17.domain import EventKind, Task, TaskEvent, TaskStatus, completed_ids, is_ready
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +59,9 @@ def wire_clock(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%H:%M:%SZ")
 
 
-def display_state(task: Task, completed: set[str]) -> str:
+def display_state(task: Task, completed: frozenset[str]) -> str:
     """pending, ready, in_progress or completed: `ready` is pending with every dependency done."""
-    if task.status is TaskStatus.PENDING and all(dep in completed for dep in task.blocked_by):
-        return "ready"
-    return task.status.value
+    return "ready" if is_ready(task, completed) else task.status.value
 
 
 def active_leases(events: Sequence[TaskEvent], lease: timedelta) -> dict[str, datetime]:
@@ -149,7 +147,7 @@ def board_digraph(
 ) -> graphviz.Digraph:
     """The task DAG: colour by status, ready tasks marked, owner and lease in each label."""
     names = _node_names(tasks)
-    completed = {task.id for task in tasks if task.status is TaskStatus.COMPLETED}
+    completed = completed_ids(tasks)
     lease_map = leases if leases is not None else {}
     graph = graphviz.Digraph(
         name="board",
@@ -199,7 +197,7 @@ def board_table(tasks: Sequence[Task]) -> str:
     """The board as a fixed-width text table: node, subject, status, owner, blocked by, id."""
     names = _node_names(tasks)
     subjects = {task.id: task.subject for task in tasks}
-    completed = {task.id for task in tasks if task.status is TaskStatus.COMPLETED}
+    completed = completed_ids(tasks)
     header = ("node", "subject", "status", "owner", "blocked by", "id")
     rows = [header]
     for task in tasks:
