@@ -11,6 +11,7 @@ echo "== mypy --strict"
 .venv/bin/mypy --strict agent17
 echo "== pytest (package tests, process races, notebooks, browser)"
 mkdir -p test-artifacts
+# stdin from /dev/null: IPython refuses to import when there is no stdin at all (CI).
 exec .venv/bin/python -m pytest -p no:cacheprovider \
   --nbval --nbval-current-env --nbval-sanitize-with notebooks/nbval_sanitize.cfg \
-  tests notebooks "$@"
+  tests notebooks "$@" < /dev/null
