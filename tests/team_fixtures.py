@@ -25,7 +25,7 @@ from agent17 import (
     ToolContext,
     WorkStealingRuntime,
 )
-from agent17.deterministic import uuid_sequence
+from agent17.deterministic import ManualClock, uuid_sequence
 from agent17.team.mailbox import Mailbox
 from agent17.team.protocol import ProtocolMessage, TeamProtocol, encode_message
 from agent17.team.runtime import TeammateRuntime
@@ -129,9 +129,10 @@ def team(
     after_complete: Callable[[dict[str, Any]], None] | None = None,
     poll_interval_seconds: float = 5.0,
     max_idle_polls: int = 12,
+    clock: ManualClock | None = None,
 ) -> Iterator[Team]:
     """A wired team (protocol, board, fake agents) with fixed ids; stopped and closed after."""
-    store = new_store(workspace)
+    store = new_store(workspace, clock=clock)
     mailbox = Mailbox(workspace)
     protocol = TeamProtocol(mailbox, new_request_id=uuid_sequence(REQUEST_BLOCK))
     work_stealing = WorkStealingRuntime(

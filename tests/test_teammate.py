@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from store_fixtures import raises_code, task_id, token
 from team_fixtures import FakeAgent, Team, auto_claimed_payload, post, request_id, team
 
 from agent17 import TaskStatus
+from agent17.deterministic import ManualClock
 from agent17.team.mailbox import Mailbox, MessageState
 from agent17.team.protocol import (
     PlanResponse,
@@ -138,13 +140,19 @@ def test_the_teammate_never_completes_a_task_on_the_agents_behalf(tmp_path: Path
 def test_a_pending_or_rejected_latest_plan_claims_nothing_and_writes_nothing_to_the_board(
     tmp_path: Path, verdict: str
 ) -> None:
-    with team(tmp_path) as crew:
+    clock = ManualClock()
+    with team(tmp_path, clock=clock) as crew:
         a = crew.store.create_task("A")
+        # A lease that has run out but nobody has noticed: any store transaction
+        # (even a read) would release it, so it shows whether the pass touched the store.
+        stale = crew.store.create_task("stale")
+        crew.store.claim_task(stale.id, "bob")
         alice = crew.spawn("alice")
         plan = crew.protocol.submit_plan("alice", "1. rewrite everything")
         if verdict == "rejected":
             crew.protocol.review_plan(plan.request_id, approve=False, feedback="no")
             assert alice.tick().detail == "plan rejected"
+        clock.advance(crew.store.lease.total_seconds())
         changes, events = crew.store.total_changes, crew.store.events()
 
         outcome = alice.tick()
@@ -152,7 +160,9 @@ def test_a_pending_or_rejected_latest_plan_claims_nothing_and_writes_nothing_to_
         assert outcome.kind is TickKind.PLAN_BLOCKED
         assert crew.store.total_changes == changes
         assert crew.store.events() == events
-        assert crew.status(a.id) is TaskStatus.PENDING
+        with sqlite3.connect(crew.store.path) as raw:
+            rows = dict(raw.execute("SELECT id, status FROM tasks").fetchall())
+        assert rows == {a.id: "pending", stale.id: "in_progress"}
         assert crew.agents["alice"].calls == []
 
 

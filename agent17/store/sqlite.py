@@ -1,10 +1,10 @@
 """SqliteTaskStore: the leased task board on one SQLite file, safe across processes.
 
-Every operation that may write runs in one `BEGIN IMMEDIATE` transaction, which
-takes SQLite's write lock up front. Two processes can start a claim at the same
-instant; SQLite serialises them, and the second one sees what the first
-committed. That is the whole answer to "alice and bob both claimed C": the
-scan and the claim are one transaction, not two steps.
+Why alice and bob can never both own C: looking for a ready task and taking
+it happen in a single `BEGIN IMMEDIATE` transaction. That statement asks for
+SQLite's write lock before the first read, so whoever is second waits (up to
+the busy timeout) and then reads a board that already shows the first claim.
+Every operation that may write, reads included, goes through this one helper.
 
 Each transaction first returns expired leases to pending (S8), then runs the
 operation inside a savepoint: a refused or failed operation is rolled back
@@ -439,10 +439,9 @@ class SqliteTaskStore:
             row = connection.execute(
                 f"SELECT {_TASK_COLUMNS} FROM tasks WHERE sequence = ?", found
             ).fetchone()
-            # The count said ready; the edges must agree, or the graph is broken.
-            blocked_by, unfinished = self._ready_check(connection, row)
-            if unfinished:
-                raise _corrupted(f"task {row[1]} looked ready but has unfinished dependencies")
+            # The count said ready (0); _ready_check raises graph_corrupted unless the
+            # edges agree, so past this line every dependency is completed.
+            blocked_by, _ = self._ready_check(connection, row)
             return self._claim(connection, now, row, owner, blocked_by)
 
         return self._transact(claim)
