@@ -212,7 +212,6 @@ class _SqliteWorker:
     thread: threading.Thread | None = None
     claim: TaskClaim | None = None
     error: BaseException | None = None
-    scanned_at_step: int = 0
     claim_requested: bool = False
     finished: bool = False
     results: list[str] = field(default_factory=list)
@@ -356,7 +355,6 @@ def _run_sqlite_schedule(
     for number, (name, action) in enumerate(schedule, start=1):
         worker = team[name]
         if action == "scan":
-            worker.scanned_at_step = number
             if holder is not None:
                 locked = _probe_write_lock(path)
                 worker.start()
