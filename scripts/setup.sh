@@ -13,8 +13,15 @@ fi
 if [ ${#want[@]} -gt 0 ]; then
   if [ "$(id -u)" = "0" ]; then sudo=""; else sudo="sudo"; fi
   echo "setup: installing ${want[*]} with apt-get"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${want[@]}" >/dev/null
+  # A mirror can hiccup: try a few times before giving up.
+  for attempt in 1 2 3; do
+    if $sudo apt-get update -qq &&
+      DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${want[@]}" >/dev/null; then
+      break
+    fi
+    [ "$attempt" = 3 ] && { echo "setup: apt-get failed" >&2; exit 1; }
+    sleep 5
+  done
 fi
 
 python="${PYTHON:-python3}"
