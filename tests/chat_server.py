@@ -165,3 +165,23 @@ def running_chat_server(
         yield server
     finally:
         server.stop()
+
+
+@dataclass(frozen=True)
+class _OfferedTool:
+    name: str
+
+
+def answer_with(model: Any, body: dict[str, Any]) -> ScriptedResponse:
+    """Answer one chat-completions request body with a scripted model (ScriptedModel).
+
+    The model sees the messages the SDK sent and the names of the tools offered,
+    and its reply goes back shaped like OpenAI's, tool calls included.
+    """
+    offered = [_OfferedTool(tool["function"]["name"]) for tool in body.get("tools", [])]
+    reply = model.complete(body["messages"], offered)
+    model_name = body.get("model", "test-model")
+    if reply.tool_calls:
+        calls = [(call.id, call.name, json.dumps(call.arguments)) for call in reply.tool_calls]
+        return tool_call_completion(calls, reply.text, model=model_name)
+    return text_completion(reply.text or "", model=model_name)

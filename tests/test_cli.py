@@ -7,17 +7,15 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from chat_server import ScriptedResponse, running_chat_server, text_completion, tool_call_completion
+from chat_server import ScriptedResponse, answer_with, running_chat_server
 
 import agent17.bootstrap
 from agent17 import SqliteTaskStore, TaskStatus
 from agent17.agent.models import (
-    Message,
     ScriptedModel,
     minimal_scenario_lead_script,
     teammate_script,
@@ -163,27 +161,19 @@ def test_the_cli_builds_exactly_one_store_that_every_role_shares(
     assert team.work_stealing.claim_service.store is team.store
 
 
-@dataclass(frozen=True)
-class _OfferedTool:
-    name: str
+def _by_role(lead: ScriptedModel, teammate: ScriptedModel) -> Any:
+    """A loopback responder: the Lead's model for the Lead's requests, else the teammate's."""
+
+    def respond(body: dict[str, Any]) -> ScriptedResponse:
+        is_lead = body["messages"][0]["content"] == LEAD_SYSTEM_PROMPT
+        return answer_with(lead if is_lead else teammate, body)
+
+    return respond
 
 
 def _scripted_server_responder() -> Any:
     """Answer chat-completion requests with our scripted models: Lead or teammate by prompt."""
-    lead = minimal_scenario_lead_script()
-    teammate = teammate_script()
-
-    def respond(body: dict[str, Any]) -> ScriptedResponse:
-        messages: list[Message] = body["messages"]
-        model: ScriptedModel = lead if messages[0]["content"] == LEAD_SYSTEM_PROMPT else teammate
-        offered = [_OfferedTool(tool["function"]["name"]) for tool in body.get("tools", [])]
-        reply = model.complete(messages, offered)  # type: ignore[arg-type]
-        if reply.tool_calls:
-            calls = [(call.id, call.name, json.dumps(call.arguments)) for call in reply.tool_calls]
-            return tool_call_completion(calls, reply.text, model=body["model"])
-        return text_completion(reply.text or "", model=body["model"])
-
-    return respond
+    return _by_role(minimal_scenario_lead_script(), teammate_script())
 
 
 def test_run_drives_a_real_team_through_the_openai_sdk_and_ends_by_itself(tmp_path: Path) -> None:
@@ -289,18 +279,7 @@ def _planning_team_responder() -> Any:
 
     lead = ScriptedModel([approve_plans, *minimal_scenario_lead_script().rules], name="lead")
     teammate = ScriptedModel([plan_then_complete, *teammate_script().rules], name="teammate")
-
-    def respond(body: dict[str, Any]) -> ScriptedResponse:
-        messages: list[Message] = body["messages"]
-        model = lead if messages[0]["content"] == LEAD_SYSTEM_PROMPT else teammate
-        offered = [_OfferedTool(tool["function"]["name"]) for tool in body.get("tools", [])]
-        reply = model.complete(messages, offered)  # type: ignore[arg-type]
-        if reply.tool_calls:
-            calls = [(call.id, call.name, json.dumps(call.arguments)) for call in reply.tool_calls]
-            return tool_call_completion(calls, reply.text, model=body["model"])
-        return text_completion(reply.text or "", model=body["model"])
-
-    return respond
+    return _by_role(lead, teammate)
 
 
 def test_run_shows_submitted_plans_to_the_lead_whose_approval_opens_the_gate(

@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from chat_server import ScriptedResponse, running_chat_server, text_completion, tool_call_completion
+from chat_server import ScriptedResponse, answer_with, running_chat_server, text_completion
 
 from agent17 import SqliteTaskStore, TaskStatus
 from agent17.agent.models import minimal_scenario_lead_script
@@ -32,12 +32,7 @@ def _lead_answers_teammates_hang(
             teammate_working.set()
             release.wait(timeout=60)
             return text_completion("I was interrupted before finishing.")
-        offered = [type("Offered", (), {"name": t["function"]["name"]}) for t in body["tools"]]
-        reply = lead.complete(messages, offered)  # type: ignore[arg-type]
-        if reply.tool_calls:
-            calls = [(call.id, call.name, json.dumps(call.arguments)) for call in reply.tool_calls]
-            return tool_call_completion(calls, reply.text)
-        return text_completion(reply.text or "")
+        return answer_with(lead, body)
 
     return respond
 
