@@ -1,16 +1,58 @@
 #!/usr/bin/env bash
 # Set up everything agent17 needs on a fresh Debian/Ubuntu machine or in CI:
-# Graphviz and Chromium from apt (only when missing), a venv in .venv, and the
-# package with its development extras. Safe to run again; fast when done.
+# a check that Python is 3.11 or newer (before anything is installed),
+# Graphviz, Chromium and Python's venv module from apt (only when missing), a
+# venv in .venv, and the package with its development extras. Safe to run
+# again; fast when done. PYTHON picks the Python (default: python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+python="${PYTHON:-python3}"
+hint="e.g. PYTHON=python3.12 ./scripts/demo.sh (or test.sh)"
+
+# One line and a non-zero exit unless Python $1 exists and is 3.11 or newer;
+# $2 says what to do about it.
+require_python() {
+  local found version
+  if ! found="$(command -v "$1" 2>/dev/null)"; then
+    echo "setup: found no Python at '$1'; agent17 needs Python 3.11 or newer: $2" >&2
+    exit 1
+  fi
+  # sys.version rather than f-strings: an old Python must still get this far.
+  version="$("$1" -c 'import sys; print(sys.version.split()[0]); sys.exit(sys.version_info < (3, 11))' 2>/dev/null)" &&
+    return 0
+  if [ -n "$version" ]; then
+    echo "setup: $found is Python $version, but agent17 needs Python 3.11 or newer: $2" >&2
+  else
+    echo "setup: $found does not run as a Python; agent17 needs Python 3.11 or newer: $2" >&2
+  fi
+  exit 1
+}
+
+# A venv made without ensurepip has no pip: make it again rather than use it.
+if [ -x .venv/bin/python ] && [ -x .venv/bin/pip ]; then
+  make_venv=0
+  require_python .venv/bin/python "delete .venv and run this again with PYTHON pointing at one, $hint"
+else
+  make_venv=1
+  require_python "$python" "install one and point PYTHON at it, $hint"
+fi
 
 want=()
 command -v dot >/dev/null 2>&1 || want+=(graphviz)
 if [ "${AGENT17_SKIP_BROWSER:-0}" != "1" ] && [ ! -x /usr/bin/chromium ]; then
   want+=(chromium)
 fi
+# Debian and Ubuntu ship venv's ensurepip apart, in python3.X-venv; without
+# it `python -m venv` stops halfway with a venv that has no pip.
+if [ "$make_venv" = 1 ] && ! "$python" -c 'import ensurepip' >/dev/null 2>&1; then
+  want+=("python$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv")
+fi
 if [ ${#want[@]} -gt 0 ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup: ${want[*]} missing and there is no apt-get here: install them with this system's package manager, then run this again" >&2
+    exit 1
+  fi
   if [ "$(id -u)" = "0" ]; then sudo=""; else sudo="sudo"; fi
   echo "setup: installing ${want[*]} with apt-get"
   # A mirror can hiccup: try a few times before giving up.
@@ -24,8 +66,11 @@ if [ ${#want[@]} -gt 0 ]; then
   done
 fi
 
-python="${PYTHON:-python3}"
-if [ ! -x .venv/bin/python ]; then
+if [ "$make_venv" = 1 ]; then
+  if ! "$python" -c 'import ensurepip' >/dev/null 2>&1; then
+    echo "setup: $(command -v "$python") cannot make a venv (it has no ensurepip module): point PYTHON at a Python that can, $hint" >&2
+    exit 1
+  fi
   echo "setup: creating .venv"
   "$python" -m venv .venv
 fi
