@@ -9,6 +9,10 @@ tasks are given (the store's creation order), attributes are written in a
 fixed order, and nothing reads the clock. Tests and notebooks compare
 `.source` as text.
 
+Without Graphviz's `dot` program (a student who installed with pip alone),
+a notebook cell that shows a board prints one line saying how to install it,
+then the board as text, instead of a long ExecutableNotFound traceback.
+
 Leases: a `Task` carries no lease (the lease belongs to the claim), so the
 caller passes a mapping task id -> lease_expires_at_utc. `active_leases()`
 builds it from the store's event log.
@@ -16,14 +20,15 @@ builds it from the store's event log.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Final
+from datetime import datetime, timedelta
+from typing import Any, Final
 
 import graphviz
 
 from agent17.domain import EventKind, Task, TaskEvent, TaskStatus, completed_ids, is_ready
+from agent17.wire import wire_clock
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,15 +53,18 @@ STYLES: Final[Mapping[str, NodeStyle]] = {
 UNMET_EDGE_COLOUR: Final = "#444444"
 MET_EDGE_COLOUR: Final = "#aaaaaa"
 
+NO_DOT_MESSAGE: Final = (
+    "Graphviz's dot program is not installed, so the board is shown as text below; install it"
+    " with: sudo apt-get install graphviz (Debian/Ubuntu), brew install graphviz (macOS),"
+    " conda install graphviz (conda) or see https://graphviz.org/download/, then run the cell"
+    " again."
+)
+"""The one line a board picture shows in Jupyter when `dot` cannot be found."""
+
 
 def short_id(task_id: str) -> str:
     """The last 8 hex digits of a task id: enough to tell the course's ids apart."""
     return task_id[-8:]
-
-
-def wire_clock(moment: datetime) -> str:
-    """A time of day in UTC as HH:MM:SSZ (the date is the same all chapter long)."""
-    return moment.astimezone(UTC).strftime("%H:%M:%SZ")
 
 
 def display_state(task: Task, completed: frozenset[str]) -> str:
@@ -105,16 +113,18 @@ def _lease_line(expires: datetime, now: datetime | None) -> str:
     return f"{line} (expired)" if left <= 0 else f"{line} ({left:g} s left)"
 
 
+def _status_text(state: str, owner: str | None) -> str:
+    if state == "ready":
+        return "READY"
+    return state if owner is None else f"{state} · {owner}"
+
+
 def _label(
     task: Task, state: str, node: str, leases: Mapping[str, datetime], now: datetime | None
 ) -> str:
+    owner = None if task.owner is None else graphviz.escape(task.owner)
     lines = [graphviz.escape(task.subject), f"{node} · {short_id(task.id)}"]
-    if state == "ready":
-        lines.append("READY")
-    elif task.owner is not None:
-        lines.append(f"{state} · {graphviz.escape(task.owner)}")
-    else:
-        lines.append(state)
+    lines.append(_status_text(state, owner))
     expires = leases.get(task.id)
     if expires is not None and task.status is TaskStatus.IN_PROGRESS:
         lines.append(_lease_line(expires, now))
@@ -138,18 +148,74 @@ def _add_legend(graph: graphviz.Digraph) -> None:
         legend.node("legend", label=_legend_label(), shape="plaintext", style="", fontsize="10")
 
 
+def _board_text(
+    tasks: Sequence[Task],
+    names: Mapping[str, str],
+    leases: Mapping[str, datetime],
+    now: datetime | None,
+    title: str | None,
+) -> str:
+    # One line per node, with what its label says and where its edges come from.
+    completed = completed_ids(tasks)
+    lines = [] if title is None else [f"board: {title}"]
+    for task in tasks:
+        node = names[task.id]
+        parts = [f"{node} {task.subject} ({short_id(task.id)})"]
+        parts.append(_status_text(display_state(task, completed), task.owner))
+        expires = leases.get(task.id)
+        if expires is not None and task.status is TaskStatus.IN_PROGRESS:
+            parts.append(_lease_line(expires, now))
+        if task.blocked_by:
+            deps = (names[dep] + (" (done)" if dep in completed else "") for dep in task.blocked_by)
+            parts.append("blocked by " + ", ".join(deps))
+        lines.append(" · ".join(parts))
+    return "\n".join(lines or ["(no tasks)"])
+
+
+class BoardGraph(graphviz.Digraph):  # type: ignore[misc]  # graphviz ships no type hints
+    """A `graphviz.Digraph` that shows a line of advice and the board as text without `dot`.
+
+    With `dot` installed it is displayed exactly like a plain Digraph: same
+    source, same mime bundle, same reprs.
+    """
+
+    board_text: str = ""
+    """The board as text, shown when `dot` is missing (set by `board_digraph`)."""
+
+    def _repr_mimebundle_(
+        self,
+        include: Iterable[str] | None = None,
+        exclude: Iterable[str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, bytes | str]:
+        try:
+            bundle: dict[str, bytes | str] = super()._repr_mimebundle_(
+                include=include, exclude=exclude, **kwargs
+            )
+        except graphviz.ExecutableNotFound:
+            return {"text/plain": f"{NO_DOT_MESSAGE}\n{self.board_text or self.source}"}
+        return bundle
+
+    # The reprs of a plain Digraph: committed notebook outputs show the IPython one.
+    def __repr__(self) -> str:
+        return f"<graphviz.graphs.Digraph object at {id(self):#x}>"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(f"<graphviz.graphs.Digraph at {id(self):#x}>")
+
+
 def board_digraph(
     tasks: Sequence[Task],
     *,
     leases: Mapping[str, datetime] | None = None,
     now: datetime | None = None,
     title: str | None = None,
-) -> graphviz.Digraph:
+) -> BoardGraph:
     """The task DAG: colour by status, ready tasks marked, owner and lease in each label."""
     names = _node_names(tasks)
     completed = completed_ids(tasks)
     lease_map = leases if leases is not None else {}
-    graph = graphviz.Digraph(
+    graph = BoardGraph(
         name="board",
         graph_attr={"rankdir": "LR", "fontname": "Helvetica", "nodesep": "0.3"},
         node_attr={"shape": "box", "style": "rounded,filled", "fontname": "Helvetica"},
@@ -179,6 +245,7 @@ def board_digraph(
                 style="dashed" if met else "solid",
             )
     _add_legend(graph)
+    graph.board_text = _board_text(tasks, names, lease_map, now, title)
     return graph
 
 
