@@ -1,9 +1,13 @@
-"""agent17: work stealing and autonomy on a leased SQLite task board."""
+"""agent17: work stealing and autonomy on a leased task board.
+
+The names of the public contract (API.md), plus the few the notebooks use.
+"""
 
 from agent17.claims import DirectTaskClaimService, ToolContext
 from agent17.domain import (
     ErrorCode,
     EventKind,
+    Refusal,
     Task,
     TaskClaim,
     TaskCompletion,
@@ -12,19 +16,24 @@ from agent17.domain import (
     TaskStatus,
 )
 from agent17.store.sqlite import SqliteTaskStore
+from agent17.team.mailbox import Envelope, Mailbox, MailboxError
 from agent17.tools.base import ToolDefinition, ToolRegistry
-from agent17.tools.task_tools import leased_task_tool_definitions
-from agent17.wire import claim_payload, task_payload
-from agent17.work_stealing import (
-    WorkStealingRuntime,
+from agent17.tools.task_tools import (
+    leased_task_tool_definitions,
     register_leased_task_tools,
     register_teammate_leased_task_tools,
 )
+from agent17.wire import claim_payload, task_payload
+from agent17.work_stealing import WorkStealingRuntime
 
 __all__ = [
     "DirectTaskClaimService",
+    "Envelope",
     "ErrorCode",
     "EventKind",
+    "Mailbox",
+    "MailboxError",
+    "Refusal",
     "SqliteTaskStore",
     "Task",
     "TaskClaim",

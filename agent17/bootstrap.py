@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent17.agent.ledger import IdempotencyLedger
 from agent17.agent.models import Model
 from agent17.agent.permissions import (
     ApprovalRequest,
@@ -29,7 +30,7 @@ from agent17.agent.permissions import (
     PermissionPolicy,
     teammate_policy,
 )
-from agent17.agent.runner import AgentRunner, IdempotencyLedger
+from agent17.agent.runner import AgentRunner
 from agent17.domain import Clock, IdFactory
 from agent17.store.sqlite import SqliteTaskStore
 from agent17.team.lockstep import Lockstep
@@ -38,14 +39,16 @@ from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
 from agent17.team.runtime import OutcomeListener, TeammateRuntime
 from agent17.team.sleepers import Sleeper
 from agent17.tools.base import ToolRegistry
+from agent17.tools.task_tools import (
+    register_leased_task_tools,
+    register_teammate_leased_task_tools,
+)
 from agent17.tools.team_tools import lead_team_tool_definitions, teammate_team_tool_definitions
 from agent17.tools.workspace_tools import workspace_tool_definitions
 from agent17.work_stealing import (
     DEFAULT_MAX_IDLE_POLLS,
     DEFAULT_POLL_INTERVAL_SECONDS,
     WorkStealingRuntime,
-    register_leased_task_tools,
-    register_teammate_leased_task_tools,
 )
 
 LEAD_SYSTEM_PROMPT = (

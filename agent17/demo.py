@@ -69,7 +69,7 @@ class _Narrator:
             if outcome.kind is TickKind.IDLE:
                 return  # how many empty polls happen is not part of the story
             self.board_events()
-            self.say(outcome.teammate, _outcome_line(outcome))
+            self.say(outcome.teammate, outcome.describe())
             if outcome.kind is TickKind.CLAIMED:
                 assert self.team is not None
                 self.say("board", readiness(self.team.store.list_tasks()))
@@ -105,14 +105,6 @@ def readiness(tasks: list[Task]) -> str:
     if waiting:
         parts.append(f"not claimable: {', '.join(waiting)}")
     return "; ".join(parts)
-
-
-def _outcome_line(outcome: TickOutcome) -> str:
-    if outcome.kind is TickKind.CLAIMED and outcome.claim is not None:
-        return f"worked on {outcome.claim.task.subject} and reported: {outcome.final_text!r}"
-    if outcome.kind is TickKind.PROTOCOL_HANDLED and outcome.teammate and outcome.message:
-        return f"handled {outcome.message.kind.value} first, took no new task; now closed"
-    return outcome.describe()
 
 
 def demo_settings(workspace: Path, on_outcome: Callable[[TickOutcome], None]) -> TeamSettings:

@@ -1,11 +1,13 @@
-"""The chapter's vocabulary: tasks, claims, completions, events and task errors.
+"""The chapter's vocabulary: tasks, claims, completions, events, refusals and input rules.
 
 Plain frozen dataclasses: they cross threads and processes as values and can
 never be half-updated. Pydantic lives only at the edges (tool input, wire).
+This module imports nothing of agent17: every other module may import it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -92,7 +94,10 @@ class EventKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class TaskEvent:
-    """One row of the event log: what happened to which task, when, and for whom."""
+    """One row of the event log: what happened to which task, when, and for whom.
+
+    A `claimed` event also says until when that claim's lease ran.
+    """
 
     sequence: int
     kind: EventKind
@@ -100,6 +105,7 @@ class TaskEvent:
     at_utc: datetime
     owner: str | None = None
     claim_token: str | None = None
+    lease_expires_at_utc: datetime | None = None
 
 
 class ErrorCode(StrEnum):
@@ -116,18 +122,96 @@ class ErrorCode(StrEnum):
     CLAIM_TOKEN_COLLISION = "claim_token_collision"
     SCHEMA_VERSION_MISMATCH = "schema_version_mismatch"
     UNSAFE_STORE_PATH = "unsafe_store_path"
+    STORE_UNREADABLE = "store_unreadable"
 
 
-class TaskError(Exception):
-    """A known, expected refusal of the task store; `code` is one of ErrorCode."""
+class Refusal(Exception):
+    """A known, expected refusal with a stable string `code`: the base of every such error.
 
-    def __init__(self, code: ErrorCode | str, message: str) -> None:
+    Task, tool, mailbox, protocol and team errors all derive from it, so a tool
+    boundary turns any of them into `{"error": {code, message}}` the same way,
+    while anything that is not a Refusal is a bug and propagates.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code: str = str(code)
         self.message: str = message
 
     def __repr__(self) -> str:
-        return f"TaskError(code={self.code!r}, message={self.message!r})"
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+class TaskError(Refusal):
+    """A refusal of the task store; `code` is one of ErrorCode."""
+
+    def __init__(self, code: ErrorCode | str, message: str) -> None:
+        super().__init__(str(code), message)
+
+
+# -- input rules (API.md "Input rules"): the same for the stores, the mailbox and the tools --
+
+MAX_NAME_LENGTH: Final = 200
+MIN_LEASE_SECONDS: Final = 0.001
+MAX_LEASE_SECONDS: Final = 365 * 24 * 3600.0
+
+# C0 and C1 control characters, DEL included; NUL is one of them.
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# A lone surrogate cannot be encoded as UTF-8, so no database or HTTP body can carry it.
+_SURROGATE: Final = re.compile(r"[\ud800-\udfff]")
+
+
+def preview(value: object, limit: int = 60) -> str:
+    """A short repr of untrusted input for an error message (surrogates escaped, long cut)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def name_problem(value: object) -> str | None:
+    """Why `value` is not a valid name (owner, identity, sender, recipient), or None if it is."""
+    if not isinstance(value, str):
+        return f"must be a string, not {type(value).__name__}"
+    if not 1 <= len(value) <= MAX_NAME_LENGTH:
+        return f"must have 1 to {MAX_NAME_LENGTH} characters, not {len(value)}"
+    if not value.strip():
+        return "must have a character that is not a space"
+    if _CONTROL.search(value):
+        return "must not contain control characters (NUL, newline, tab, ...)"
+    if _SURROGATE.search(value):
+        return "must be valid Unicode (it contains a lone surrogate)"
+    return None
+
+
+def text_problem(value: object, *, required: bool = False) -> str | None:
+    """Why `value` is not valid text (subject, description, body), or None if it is.
+
+    Any Unicode string is text except one with a lone surrogate or a NUL: no
+    UTF-8 file or PostgreSQL column can hold those exactly, so both stores
+    refuse them rather than store something else. `required`: it must have a
+    character that is not a space (a subject, a message).
+    """
+    if not isinstance(value, str):
+        return f"must be a string, not {type(value).__name__}"
+    if _SURROGATE.search(value):
+        return "must be valid Unicode (it contains a lone surrogate)"
+    if "\x00" in value:
+        return "must not contain NUL characters"
+    if required and not value.strip():
+        return "must have a character that is not a space"
+    return None
+
+
+def check_lease_seconds(value: object) -> float:
+    """`value` as a lease length in seconds: a finite number from 0.001 to one year."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"lease_seconds must be a number, not {type(value).__name__}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or not MIN_LEASE_SECONDS <= seconds <= MAX_LEASE_SECONDS:
+        raise ValueError(
+            f"lease_seconds must be a finite number from {MIN_LEASE_SECONDS} to"
+            f" {MAX_LEASE_SECONDS:,.0f} (one year), not {value!r}"
+        )
+    return seconds
 
 
 def utc_now() -> datetime:

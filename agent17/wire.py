@@ -17,6 +17,11 @@ def utc_wire_time(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
+def wire_clock(moment: datetime) -> str:
+    """A time of day in UTC as HH:MM:SSZ, for one-line stories (the date rarely matters)."""
+    return moment.astimezone(UTC).strftime("%H:%M:%SZ")
+
+
 def task_payload(task: Task) -> dict[str, Any]:
     """A task as the model and the CLI see it."""
     return {

@@ -2,6 +2,7 @@
 
 It is built once in the composition root and handed to the Lead, the one-shot
 subagent and every teammate, so that all of them read and write one database.
+The task tools are built from it (`tools/task_tools.py`); it knows no tools.
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent17.claims import DirectTaskClaimService, LeasedTaskStore
-from agent17.tools.base import AnyTool, ToolRegistry
-from agent17.tools.task_tools import leased_task_tool_definitions
 
 DEFAULT_POLL_INTERVAL_SECONDS = 5.0
 DEFAULT_MAX_IDLE_POLLS = 12
@@ -22,13 +21,12 @@ class WiringError(ValueError):
 
 @dataclass(frozen=True, slots=True, init=False)
 class WorkStealingRuntime:
-    """The shared board of a team: store, claim service, task tools and poll settings."""
+    """The shared board of a team: store, claim service and poll settings."""
 
     store: LeasedTaskStore
     claim_service: DirectTaskClaimService
     poll_interval_seconds: float
     max_idle_polls: int
-    task_tools: tuple[AnyTool, AnyTool, AnyTool, AnyTool, AnyTool]
 
     def __init__(
         self,
@@ -50,19 +48,3 @@ class WorkStealingRuntime:
         object.__setattr__(self, "claim_service", service)
         object.__setattr__(self, "poll_interval_seconds", float(poll_interval_seconds))
         object.__setattr__(self, "max_idle_polls", int(max_idle_polls))
-        object.__setattr__(self, "task_tools", leased_task_tool_definitions(store, service))
-
-
-def register_leased_task_tools(registry: ToolRegistry, runtime: WorkStealingRuntime) -> None:
-    """Give the Lead or a one-shot subagent all five task tools."""
-    for tool in runtime.task_tools:
-        registry.register(tool)
-
-
-def register_teammate_leased_task_tools(
-    registry: ToolRegistry, runtime: WorkStealingRuntime
-) -> None:
-    """Give a teammate the four worker tools: everything but create_task."""
-    for tool in runtime.task_tools:
-        if tool.name != "create_task":
-            registry.register(tool)

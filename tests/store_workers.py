@@ -1,22 +1,27 @@
 """Worker bodies for the multi-process store tests, run in "spawn" child processes.
 
 They live in a plain module (not a test file) so a spawned child can import
-them by name. Each opens its own SqliteTaskStore on the shared file, as a
-separate teammate process would.
+them by name. Each opens its own store on the shared board (named by a
+`StoreSpec`, so the same worker runs on every backend), as a separate
+teammate process would.
 """
 
 from __future__ import annotations
 
+import os
 import random
-import sqlite3
+import signal
 import time
 import traceback
 from multiprocessing.synchronize import Barrier
-from pathlib import Path
 from typing import Any, Protocol
 
-from agent17.domain import TaskError
-from agent17.store.sqlite import SqliteTaskStore
+from store_backends import StoreSpec, open_spec
+
+from agent17 import TaskError, TaskStatus
+
+BACKENDS = ("sqlite",)
+"""Every backend the contract suite runs against."""
 
 BARRIER_TIMEOUT_SECONDS = 30.0
 LONG_LEASE_SECONDS = 3600.0
@@ -31,24 +36,17 @@ class ResultQueue(Protocol):
     def put(self, obj: Any, block: bool = ..., timeout: float | None = ...) -> None: ...
 
 
-def unfinished_count(path: Path) -> int:
-    """How many tasks are not completed, read without taking the write lock."""
-    connection = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
-    try:
-        (count,) = connection.execute(
-            "SELECT count(*) FROM tasks WHERE status != 'completed'"
-        ).fetchone()
-    finally:
-        connection.close()
-    return int(count)
+def unfinished_count(store: Any) -> int:
+    """How many tasks are not completed yet."""
+    return sum(1 for task in store.list_tasks() if task.status is not TaskStatus.COMPLETED)
 
 
 def race_for_one_task(
-    workspace: str, name: str, rounds: int, barrier: Barrier, results: ResultQueue
+    spec: StoreSpec, name: str, rounds: int, barrier: Barrier, results: ResultQueue
 ) -> None:
     """Each round: wait for everyone at the barrier, then claim_next once and report."""
     try:
-        store = SqliteTaskStore(workspace, lease_seconds=LONG_LEASE_SECONDS)
+        store = open_spec(spec, lease_seconds=LONG_LEASE_SECONDS)
         for round_number in range(rounds):
             barrier.wait(BARRIER_TIMEOUT_SECONDS)
             claim = store.claim_next(name)
@@ -59,16 +57,16 @@ def race_for_one_task(
         raise
 
 
-def drain_board(workspace: str, name: str, barrier: Barrier, results: ResultQueue) -> None:
+def drain_board(spec: StoreSpec, name: str, barrier: Barrier, results: ResultQueue) -> None:
     """Claim and complete ready tasks until every task on the board is completed."""
     try:
-        store = SqliteTaskStore(workspace, lease_seconds=LONG_LEASE_SECONDS)
+        store = open_spec(spec, lease_seconds=LONG_LEASE_SECONDS)
         claimed = 0
         barrier.wait(BARRIER_TIMEOUT_SECONDS)
         while True:
             claim = store.claim_next(name)
             if claim is None:
-                if unfinished_count(store.path) == 0:
+                if unfinished_count(store) == 0:
                     break
                 time.sleep(IDLE_BACKOFF_SECONDS)
                 continue
@@ -81,18 +79,18 @@ def drain_board(workspace: str, name: str, barrier: Barrier, results: ResultQueu
         raise
 
 
-def work_until_killed(workspace: str, name: str, lease_seconds: float, seed: int) -> None:
+def work_until_killed(spec: StoreSpec, name: str, lease_seconds: float, seed: int) -> None:
     """Claim, work a little, complete; the parent may SIGKILL this process at any point.
 
     No multiprocessing locks, queues or events here: a process killed while
     holding one would leave it held. Everything the parent checks is in the file.
     """
     rng = random.Random(seed)
-    store = SqliteTaskStore(workspace, lease_seconds=lease_seconds)
+    store = open_spec(spec, lease_seconds=lease_seconds)
     while True:
         claim = store.claim_next(name)
         if claim is None:
-            if unfinished_count(store.path) == 0:
+            if unfinished_count(store) == 0:
                 break
             # Waiting for dependencies, or for a killed worker's lease to run out.
             time.sleep(IDLE_BACKOFF_SECONDS * 5)
@@ -107,3 +105,41 @@ def work_until_killed(workspace: str, name: str, lease_seconds: float, seed: int
             if error.code not in ("lease_expired", "claim_mismatch"):
                 raise
     store.close()
+
+
+def claim_through_an_interrupt(
+    spec: StoreSpec, wakeup_fifo: str, ready: Any, go_on: Any, results: ResultQueue
+) -> None:
+    """Claim while the parent holds the write lock; the parent sends SIGINT during the wait.
+
+    The byte that `signal.set_wakeup_fd` writes from the C-level handler tells
+    the parent the signal has landed, before Python raises KeyboardInterrupt
+    (which happens only once the lock wait returns).
+    """
+    store = open_spec(spec, lease_seconds=LONG_LEASE_SECONDS)
+    fifo = os.open(wakeup_fifo, os.O_WRONLY | os.O_NONBLOCK)
+    signal.set_wakeup_fd(fifo)
+    ready.set()
+    try:
+        store.claim_next("interrupted")
+    except KeyboardInterrupt:
+        results.put(("interrupted", None))
+    else:
+        results.put(("not interrupted", None))
+    signal.set_wakeup_fd(-1)
+    if not go_on.wait(BARRIER_TIMEOUT_SECONDS):
+        return
+    claim = store.claim_next("interrupted")  # the very same object, after the interrupt
+    results.put(("claimed", None if claim is None else claim.task.id))
+    store.close()
+
+
+def wait_until_sleeping(pid: int, timeout: float) -> None:
+    """Poll (with a deadline) until `pid`'s main thread sleeps in the kernel (a lock wait)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/wchan", encoding="ascii") as handle:
+            if "nanosleep" in handle.read():
+                return
+        time.sleep(0.001)
+    raise AssertionError(f"process {pid} never went to sleep in its lock wait")

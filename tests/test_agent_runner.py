@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from agent17.agent.ledger import IdempotencyLedger
 from agent17.agent.models import (
     Message,
     ModelReply,
@@ -27,11 +28,12 @@ from agent17.agent.permissions import (
     PermissionPolicy,
     teammate_policy,
 )
-from agent17.agent.runner import AgentRunner, IdempotencyLedger
+from agent17.agent.runner import AgentRunner
 from agent17.claims import DirectTaskClaimService, ToolContext
 from agent17.domain import TaskClaim, TaskError, TaskStatus
+from agent17.inputs import StrictInput
 from agent17.store.sqlite import SqliteTaskStore
-from agent17.tools.base import AnyTool, StrictInput, ToolDefinition, ToolRegistry
+from agent17.tools.base import AnyTool, ToolDefinition, ToolRegistry
 from agent17.tools.task_tools import leased_task_tool_definitions
 from agent17.tools.workspace_tools import workspace_tool_definitions
 from agent17.wire import claim_payload

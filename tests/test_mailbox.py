@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import select
+import shutil
+import signal
 import threading
 from pathlib import Path
 
 import pytest
-from store_fixtures import digest, raw_connection
+import store_workers
+import team_workers
+from store_fixtures import db_path, digest, new_store, raw_connection
 
-from agent17 import TaskError
-from agent17.team.mailbox import Mailbox, MailboxError, MessageState, WakeRegistry
+from agent17.team.mailbox import (
+    Mailbox,
+    MailboxError,
+    MailboxTransaction,
+    MessageState,
+    WakeRegistry,
+)
+
+spawn = multiprocessing.get_context("spawn")
 
 
 def mailbox_path(workspace: Path) -> Path:
@@ -117,11 +130,17 @@ def test_acking_a_message_that_is_not_claimed_is_refused(tmp_path: Path) -> None
     ("recipient", "sender", "kind", "body", "code"),
     [
         ("", "lead", "text", "{}", "invalid_recipient"),
+        ("\x00alice", "lead", "text", "{}", "invalid_recipient"),
+        ("ali\ud800ce", "lead", "text", "{}", "invalid_recipient"),
+        ("a" * 201, "lead", "text", "{}", "invalid_recipient"),
         ("alice", " ", "text", "{}", "invalid_sender"),
+        ("alice", "lead\n", "text", "{}", "invalid_sender"),
         ("alice", "lead", "", "{}", "invalid_kind"),
-        ("alice", "lead", "text", "not json", "invalid_message_body"),
-        ("alice", "lead", "text", "[1, 2]", "invalid_message_body"),
+        ("alice", "lead", "text", "a lone \udc00 half", "invalid_message_body"),
+        ("alice", "lead", "text", "nul \x00 inside", "invalid_message_body"),
+        ("alice", "lead", "text", 42, "invalid_message_body"),
     ],
+    ids=repr,
 )
 def test_a_bad_message_is_refused_with_a_code_and_nothing_is_stored(
     tmp_path: Path, recipient: str, sender: str, kind: str, body: str, code: str
@@ -131,6 +150,17 @@ def test_a_bad_message_is_refused_with_a_code_and_nothing_is_stored(
             mailbox.send(recipient, sender=sender, kind=kind, body=body)
         assert refused.value.code == code
         assert mailbox.messages() == []
+        # The same object keeps working after a refusal.
+        send_text(mailbox, "alice", "still fine")
+        assert len(mailbox.messages()) == 1
+
+
+@pytest.mark.parametrize("body", ["plain words", "", "ünïcode ✓\n\ttabs", "x" * 100_000])
+def test_any_valid_text_is_a_body_and_comes_back_exactly(tmp_path: Path, body: str) -> None:
+    with Mailbox(tmp_path) as mailbox:
+        mailbox.send("alice", sender="lead", kind="note", body=body)
+        claimed = mailbox.claim("alice")
+        assert claimed is not None and claimed.body == body
 
 
 def test_sending_wakes_the_recipient_and_nobody_else(tmp_path: Path) -> None:
@@ -147,12 +177,30 @@ def test_sending_wakes_the_recipient_and_nobody_else(tmp_path: Path) -> None:
 
 
 def test_a_rolled_back_transaction_stores_nothing_and_wakes_nobody(tmp_path: Path) -> None:
+    def send_then_crash(handle: MailboxTransaction) -> None:
+        handle.send("alice", sender="lead", kind="text", body="{}")
+        raise RuntimeError("crash before commit")
+
     with Mailbox(tmp_path) as mailbox:
-        with pytest.raises(RuntimeError), mailbox.transaction() as writer:
-            writer.send("alice", sender="lead", kind="text", body="{}")
-            raise RuntimeError("crash before commit")
+        with pytest.raises(RuntimeError):
+            mailbox.transaction(send_then_crash)
         assert mailbox.messages() == []
         assert not mailbox.wakeups.event_for("alice").is_set()
+
+
+def test_an_interrupt_inside_a_transaction_leaves_the_mailbox_usable_and_unlocked(
+    tmp_path: Path,
+) -> None:
+    def send_then_interrupt(handle: MailboxTransaction) -> None:
+        handle.send("alice", sender="lead", kind="text", body="{}")
+        raise KeyboardInterrupt
+
+    with Mailbox(tmp_path) as mailbox, Mailbox(tmp_path) as other:
+        with pytest.raises(KeyboardInterrupt):
+            mailbox.transaction(send_then_interrupt)
+        send_text(other, "bob", "not blocked")  # another writer is not locked out
+        send_text(mailbox, "alice", "and this one works")
+        assert [m.recipient for m in mailbox.messages()] == ["bob", "alice"]
 
 
 def test_two_mailboxes_on_one_file_never_deliver_a_message_twice(tmp_path: Path) -> None:
@@ -191,15 +239,74 @@ def test_a_mailbox_of_another_schema_version_is_refused_untouched(tmp_path: Path
     assert refused.value.code == "schema_version_mismatch"
 
 
+def _files_in(folder: Path) -> dict[str, str]:
+    return {entry.name: digest(entry) for entry in sorted(folder.iterdir()) if entry.is_file()}
+
+
 def test_a_file_that_is_not_a_database_is_refused_untouched(tmp_path: Path) -> None:
     path = mailbox_path(tmp_path)
     path.parent.mkdir()
     path.write_bytes(b"these are my notes, not a database" * 100)
-    before = digest(path)
+    before = _files_in(path.parent)
     with pytest.raises(MailboxError) as refused:
         Mailbox(tmp_path)
-    assert refused.value.code == "not_a_mailbox_database"
-    assert digest(path) == before
+    assert refused.value.code == "schema_version_mismatch"
+    assert _files_in(path.parent) == before
+
+
+def test_another_programs_database_at_the_mailbox_path_is_refused_untouched(
+    tmp_path: Path,
+) -> None:
+    path = mailbox_path(tmp_path)
+    path.parent.mkdir()
+    with raw_connection(path) as connection:
+        connection.execute("CREATE TABLE messages (id INTEGER, text TEXT)")
+        connection.execute("INSERT INTO messages VALUES (1, 'hello from another app')")
+    before = _files_in(path.parent)
+    with pytest.raises(MailboxError) as refused:
+        Mailbox(tmp_path)
+    assert refused.value.code == "schema_version_mismatch"
+    assert _files_in(path.parent) == before
+    with raw_connection(path) as connection:
+        names = {name for (name,) in connection.execute("SELECT name FROM sqlite_master")}
+    assert names == {"messages"}  # no mailbox tables were added
+
+
+def test_the_task_board_copied_to_the_mailbox_path_is_refused_untouched(tmp_path: Path) -> None:
+    store = new_store(tmp_path)
+    store.create_task("A")
+    store.close()
+    shutil.copyfile(db_path(tmp_path), mailbox_path(tmp_path))
+    before = _files_in(mailbox_path(tmp_path).parent)
+    with pytest.raises(MailboxError) as refused:
+        Mailbox(tmp_path)
+    assert refused.value.code == "schema_version_mismatch"
+    assert _files_in(mailbox_path(tmp_path).parent) == before
+
+
+def test_a_mailbox_missing_its_plans_table_is_refused_untouched(tmp_path: Path) -> None:
+    Mailbox(tmp_path).close()
+    with raw_connection(mailbox_path(tmp_path)) as connection:
+        connection.execute("DROP TABLE plans")
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    before = _files_in(mailbox_path(tmp_path).parent)
+    with pytest.raises(MailboxError) as refused:
+        Mailbox(tmp_path)
+    assert refused.value.code == "store_unreadable"
+    assert "plans" in refused.value.message
+    assert _files_in(mailbox_path(tmp_path).parent) == before
+
+
+def test_a_mailbox_replaced_under_an_open_mailbox_is_refused(tmp_path: Path) -> None:
+    with Mailbox(tmp_path) as mailbox:
+        send_text(mailbox, "alice", "before")
+        copy = tmp_path / "copy.sqlite3"
+        with raw_connection(mailbox.path) as connection:
+            connection.execute("VACUUM INTO ?", (str(copy),))
+        os.replace(copy, mailbox.path)
+        with pytest.raises(MailboxError) as refused:
+            send_text(mailbox, "alice", "after")
+        assert refused.value.code == "unsafe_store_path"
 
 
 def test_a_mailbox_symlinked_outside_the_workspace_is_refused(tmp_path: Path) -> None:
@@ -207,7 +314,48 @@ def test_a_mailbox_symlinked_outside_the_workspace_is_refused(tmp_path: Path) ->
     outside.write_bytes(b"")
     (workspace / ".agent_tutorial").mkdir(parents=True)
     os.symlink(outside, mailbox_path(workspace))
-    with pytest.raises(TaskError) as refused:
+    with pytest.raises(MailboxError) as refused:
         Mailbox(workspace)
     assert refused.value.code == "unsafe_store_path"
     assert outside.read_bytes() == b""
+
+
+def test_keyboard_interrupt_while_waiting_for_the_mailbox_lock_leaves_no_lock_held(
+    tmp_path: Path,
+) -> None:
+    """A real SIGINT to a child blocked on the mailbox's write lock; then all is free."""
+    with Mailbox(tmp_path) as mailbox:
+        send_text(mailbox, "alice", "for the child")
+    fifo = tmp_path / "signal-landed"
+    os.mkfifo(fifo)
+    landed = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    ready, go_on, results = spawn.Event(), spawn.Event(), spawn.Queue()
+    child = spawn.Process(
+        target=team_workers.claim_mail_through_an_interrupt,
+        args=(str(tmp_path), str(fifo), ready, go_on, results),
+    )
+    path = mailbox_path(tmp_path)
+    try:
+        with raw_connection(path) as holder:
+            holder.execute("BEGIN IMMEDIATE")
+            child.start()
+            assert ready.wait(60)
+            assert child.pid is not None
+            store_workers.wait_until_sleeping(child.pid, 60)
+            os.kill(child.pid, signal.SIGINT)
+            readable, _, _ = select.select([landed], [], [], 60)
+            assert readable, "the SIGINT never reached the child"
+            holder.execute("ROLLBACK")
+        assert results.get(timeout=60) == ("interrupted", None)
+        with raw_connection(path) as probe:
+            probe.execute("PRAGMA busy_timeout = 0")
+            probe.execute("BEGIN IMMEDIATE")  # free at once: the child holds nothing
+            probe.execute("ROLLBACK")
+        go_on.set()
+        assert results.get(timeout=60) == ("claimed", '{"content": "for the child"}')
+    finally:
+        os.close(landed)
+        child.join(60)
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0

@@ -30,8 +30,9 @@ from agent17.agent.openai_model import (
 )
 from agent17.agent.runner import AgentRunner
 from agent17.claims import DirectTaskClaimService, ToolContext
+from agent17.inputs import StrictInput
 from agent17.store.sqlite import SqliteTaskStore
-from agent17.tools.base import StrictInput, ToolDefinition, ToolRegistry
+from agent17.tools.base import ToolDefinition, ToolRegistry
 from agent17.tools.task_tools import leased_task_tool_definitions
 
 

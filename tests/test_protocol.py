@@ -8,7 +8,7 @@ import pytest
 from team_fixtures import request_id
 
 from agent17.deterministic import uuid_sequence
-from agent17.team.mailbox import Envelope, Mailbox, MessageState
+from agent17.team.mailbox import Envelope, Mailbox, MailboxError, MessageState
 from agent17.team.protocol import (
     MessageKind,
     PlanResponse,
@@ -253,6 +253,47 @@ def test_the_lead_cannot_review_an_unknown_stale_or_decided_plan(tmp_path: Path,
         protocol.review_plan(target, approve=True)
     assert refused.value.code == code
     assert protocol.mailbox.messages("alice") == before
+
+
+def test_a_second_verdict_on_one_plan_is_refused_before_the_teammate_reads_the_first(
+    tmp_path: Path,
+) -> None:
+    protocol = new_protocol(tmp_path)
+    plan = protocol.submit_plan("alice", "plan one")
+    protocol.review_plan(plan.request_id, approve=True)
+    # alice has not read the approval yet: the plan is still pending, but answered.
+    assert protocol.awaiting_review() == []
+    with pytest.raises(ProtocolError) as twice:
+        protocol.review_plan(plan.request_id, approve=False, feedback="changed my mind")
+    assert twice.value.code == "plan_already_reviewed"
+    verdicts = [m for m in protocol.mailbox.messages("alice") if m.kind == "plan_response"]
+    assert len(verdicts) == 1
+
+
+def test_the_leads_review_queue_holds_each_agents_latest_unanswered_plan(tmp_path: Path) -> None:
+    protocol = new_protocol(tmp_path)
+    protocol.submit_plan("alice", "old plan")
+    newer = protocol.submit_plan("alice", "new plan")
+    bobs = protocol.submit_plan("bob", "bob's plan")
+    assert [p.request_id for p in protocol.awaiting_review()] == [
+        newer.request_id,
+        bobs.request_id,
+    ]
+
+
+@pytest.mark.parametrize("name", ["", "\x00alice", "al\nice", "\ud800", "x" * 201], ids=repr)
+def test_a_bad_agent_name_is_a_coded_refusal_and_stores_nothing(tmp_path: Path, name: str) -> None:
+    protocol = new_protocol(tmp_path)
+    for action in (
+        lambda: protocol.submit_plan(name, "a plan"),
+        lambda: protocol.request_shutdown(name),
+        lambda: protocol.send_text(name, "hello", sender="lead"),
+        lambda: protocol.send_text("lead", "hello", sender=name),
+    ):
+        with pytest.raises(MailboxError) as refused:
+            action()
+        assert refused.value.code.startswith("invalid_")
+    assert protocol.plans() == [] and protocol.mailbox.messages() == []
 
 
 def test_plans_and_their_verdicts_survive_reopening(tmp_path: Path) -> None:

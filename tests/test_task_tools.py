@@ -159,7 +159,12 @@ def test_complete_task_schema_requires_task_id_and_claim_token(
     ("setup", "name", "arguments", "code"),
     [
         ("none", "get_task", {"task_id": task_id(5)}, "task_not_found"),
-        ("none", "create_task", {"subject": "  "}, "invalid_task_input"),
+        (
+            "none",
+            "create_task",
+            {"subject": "B", "blocked_by": [task_id(1), task_id(1)]},
+            "invalid_task_input",
+        ),
         (
             "none",
             "create_task",

@@ -265,7 +265,7 @@ def test_nothing_to_do_is_an_idle_pass(tmp_path: Path) -> None:
         crew.store.claim_next("someone-else")
         outcome = crew.spawn("alice").tick()
         assert outcome == TickOutcome("alice", TickKind.IDLE)
-        assert outcome.describe() == "alice: idle"
+        assert outcome.describe() == "alice: idle (nothing ready to claim)"
 
 
 def test_a_and_b_go_to_different_teammates_and_c_to_exactly_one_after_both_complete(
@@ -353,5 +353,7 @@ def test_describe_names_the_teammate_the_task_and_what_came_back(tmp_path: Path)
     with team(tmp_path) as crew:
         a = crew.store.create_task("A")
         outcome = crew.spawn("alice").tick()
-        assert outcome.describe() == f"alice: claimed task 'A' ({a.id}) -> 'alice completed A'"
+        assert (
+            outcome.describe() == "alice: claimed A (lease until 09:05:00Z) -> 'alice completed A'"
+        )
         assert a.id == task_id(1)

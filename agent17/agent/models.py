@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from agent17.tools.base import AnyTool
+from agent17.tools.base import AnyTool, result_error
 
 Message = dict[str, Any]
 """One Chat Completions message: {"role": "system"|"user"|"assistant"|"tool", ...}."""
@@ -83,8 +83,8 @@ class ToolOutcome:
     @property
     def error_code(self) -> str | None:
         """The error code of a refused call, or None when it succeeded."""
-        error = self.result.get("error")
-        return str(error.get("code")) if isinstance(error, dict) else None
+        error = result_error(self.result)
+        return None if error is None else error[0]
 
 
 @dataclass(frozen=True, slots=True)

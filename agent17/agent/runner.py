@@ -27,15 +27,13 @@ was never recorded and will run again.
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from agent17.agent.ledger import IdempotencyLedger, LedgerKey
 from agent17.agent.models import Message, Model, ModelReply, ToolCall
 from agent17.agent.permissions import (
     ApprovalRequest,
@@ -45,9 +43,8 @@ from agent17.agent.permissions import (
     teammate_policy,
 )
 from agent17.claims import ToolContext
-from agent17.store.connection import open_state_database, use_wal
-from agent17.store.paths import safe_state_file
-from agent17.tools.base import AnyTool, ToolRegistry, describe_validation_error, error_result
+from agent17.inputs import describe_validation_error
+from agent17.tools.base import AnyTool, ToolRegistry, error_result, result_error
 
 DEFAULT_MAX_TURNS = 12
 
@@ -72,101 +69,6 @@ class RunResult:
     turns: int
     tool_calls: tuple[ToolCallRecord, ...]
     stopped: Literal["answered", "turn_limit"]
-
-
-# ---------------------------------------------------------------------------
-# The idempotency ledger
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerKey:
-    """Identifies one effectful call of a keyed run: key, ordinal, tool, canonical arguments."""
-
-    idempotency_key: str
-    ordinal: int
-    tool: str
-    arguments_json: str
-
-    @classmethod
-    def of(cls, idempotency_key: str, ordinal: int, call: ToolCall) -> LedgerKey:
-        """The key of `call`, with its arguments in canonical JSON (sorted keys, no spaces)."""
-        canonical = json.dumps(
-            call.arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        )
-        return cls(idempotency_key, ordinal, call.name, canonical)
-
-
-class IdempotencyLedger:
-    """Results of effectful calls per LedgerKey, in SQLite (a file, or memory for tests).
-
-    The first recorded result for a key wins, also across processes sharing the file.
-    """
-
-    def __init__(self, connection: sqlite3.Connection) -> None:
-        self._lock = threading.Lock()
-        self._connection = connection
-        self._connection.execute(
-            "CREATE TABLE IF NOT EXISTS tool_results ("
-            " idempotency_key TEXT NOT NULL, ordinal INTEGER NOT NULL, tool TEXT NOT NULL,"
-            " arguments_json TEXT NOT NULL, result_json TEXT NOT NULL,"
-            " PRIMARY KEY (idempotency_key, ordinal, tool, arguments_json))"
-        )
-
-    @classmethod
-    def in_memory(cls) -> IdempotencyLedger:
-        """A ledger that lives as long as this object (tests, notebooks)."""
-        return cls(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False))
-
-    @classmethod
-    def for_workspace(cls, workspace: str | os.PathLike[str]) -> IdempotencyLedger:
-        """The workspace's ledger: `<workspace>/.agent_tutorial/idempotency.sqlite3`."""
-        # The same path checks, timeout and durability as the task database.
-        path = safe_state_file(workspace, "idempotency.sqlite3")
-        connection = open_state_database(path, path.parent.parent)
-        try:
-            use_wal(connection)
-        except BaseException:
-            connection.close()
-            raise
-        return cls(connection)
-
-    def lookup(self, key: LedgerKey) -> dict[str, Any] | None:
-        """The recorded result for `key`, or None."""
-        with self._lock:
-            row = self._connection.execute(
-                "SELECT result_json FROM tool_results WHERE idempotency_key = ? AND ordinal = ?"
-                " AND tool = ? AND arguments_json = ?",
-                (key.idempotency_key, key.ordinal, key.tool, key.arguments_json),
-            ).fetchone()
-        if row is None:
-            return None
-        result: dict[str, Any] = json.loads(row[0])
-        return result
-
-    def record(self, key: LedgerKey, result: Mapping[str, Any]) -> None:
-        """Remember `result` for `key` (a second result for the same key is ignored)."""
-        with self._lock:
-            self._connection.execute(
-                "INSERT OR IGNORE INTO tool_results VALUES (?, ?, ?, ?, ?)",
-                (
-                    key.idempotency_key,
-                    key.ordinal,
-                    key.tool,
-                    key.arguments_json,
-                    json.dumps(dict(result), sort_keys=True),
-                ),
-            )
-
-    def __len__(self) -> int:
-        with self._lock:
-            (count,) = self._connection.execute("SELECT COUNT(*) FROM tool_results").fetchone()
-        return int(count)
-
-    def close(self) -> None:
-        """Close the database connection."""
-        with self._lock:
-            self._connection.close()
 
 
 # ---------------------------------------------------------------------------
@@ -281,7 +183,7 @@ class AgentRunner:
             return "refused", error_result("invalid_arguments", describe_validation_error(error))
         key = None
         if self.ledger is not None and idempotency_key is not None and ordinal is not None:
-            key = LedgerKey.of(idempotency_key, ordinal, call)
+            key = LedgerKey.of(idempotency_key, ordinal, call.name, call.arguments)
             recorded = self.ledger.lookup(key)
             if recorded is not None:
                 return "replayed", recorded
@@ -327,7 +229,5 @@ def assistant_message(reply: ModelReply) -> Message:
 
 
 def _outcome(result: Mapping[str, Any]) -> str:
-    error = result.get("error")
-    if isinstance(error, Mapping):
-        return str(error.get("code"))
-    return "ok"
+    error = result_error(result)
+    return "ok" if error is None else error[0]

@@ -35,7 +35,7 @@ from typing import Any, Final, Literal
 
 from agent17.deterministic import ManualClock, uuid_sequence
 from agent17.domain import EventKind, Task, TaskClaim, TaskError
-from agent17.store.json_board import NaiveJsonTaskBoard
+from agent17.racelab.json_board import NaiveJsonTaskBoard
 from agent17.store.sqlite import SqliteTaskStore
 
 Action = Literal["scan", "claim"]

@@ -1,5 +1,1 @@
-"""The leased task store: one SQLite file per workspace."""
-
-from agent17.store.sqlite import SqliteTaskStore
-
-__all__ = ["SqliteTaskStore"]
+"""The leased task store: SQLite (and, beside it, PostgreSQL) behind one contract."""

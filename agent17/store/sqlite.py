@@ -1,32 +1,26 @@
 """SqliteTaskStore: the leased task board on one SQLite file, safe across processes.
 
-Why alice and bob can never both own C: looking for a ready task and taking
-it happen in a single `BEGIN IMMEDIATE` transaction. That statement asks for
-SQLite's write lock before the first read, so whoever is second waits (up to
-the busy timeout) and then reads a board that already shows the first claim.
-Every operation that may write, reads included, goes through this one helper.
+Why alice and bob can never both own C: finding a ready task and taking it
+are one statement (`CLAIM_NEXT_SQL`) inside one `BEGIN IMMEDIATE`
+transaction. BEGIN IMMEDIATE asks for SQLite's write lock before the first
+read, so whoever comes second waits (SQLite's busy handler sleeps and
+retries, up to the busy timeout; it is not a queue) and then reads a board
+that already shows the first claim.
 
-Each transaction first returns expired leases to pending (S8), then runs the
-operation inside a savepoint: a refused or failed operation is rolled back
-whole (no half claim), while the lease releases it found still commit.
-
-Durability: `synchronous=FULL`. In WAL mode NORMAL is also crash-safe for
-the file, but a power cut could forget the last committed claims, and a
-forgotten claim is a task that two workers may both run. FULL makes each
-commit durable for roughly 0.1 ms of fsync here (about 6k claims/s on one
-core, far more than a team of agents needs). See README.md, "Durability".
+Every operation runs the same way (`_transact`): take the write lock, read
+the clock, return expired leases to pending (S8), then do the work. A
+refusal (a TaskError) raised before the work wrote anything keeps those
+releases; any other failure, or a refusal after a write, rolls back all.
 """
 
 from __future__ import annotations
 
-import math
+import json
 import os
 import sqlite3
-import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from importlib import resources
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -41,78 +35,104 @@ from agent17.domain import (
     TaskError,
     TaskEvent,
     TaskStatus,
+    check_lease_seconds,
     is_canonical_uuid,
     require_utc,
     utc_now,
 )
-from agent17.store.connection import BUSY_TIMEOUT_SECONDS, open_state_database, use_wal
-from agent17.store.paths import TASK_DB_NAME, check_state_file, safe_state_file
-
-SCHEMA_VERSION: Final = 1
-SQLITE_HEADER: Final = b"SQLite format 3\x00"
-_DB_TIME_FORMAT: Final = "%Y-%m-%dT%H:%M:%S.%fZ"
-
-# The claim query. Served by the tasks_ready index: a seek to the first
-# (pending, 0 unmet) entry, so its cost does not grow with the board.
-CLAIM_NEXT_SQL: Final = (
-    "SELECT sequence FROM tasks"
-    " WHERE status = 'pending' AND unmet_dependencies = 0"
-    " ORDER BY sequence LIMIT 1"
+from agent17.store.board import (
+    Edge,
+    IssuedClaim,
+    assemble_board,
+    blocked,
+    check_edges,
+    completion_refusal,
+    corrupted,
+    dependencies_not_found,
+    invalid,
+    not_claimable,
+    require_draft,
+    require_owner,
+    require_status,
+    require_task_id,
+    unreadable,
 )
-# After a completion: a dependent whose stored count disagrees with its edges
-# (missing or newer dependencies count as unfinished), or that has a bad edge.
-_DEPENDENT_DRIFT_SQL: Final = (
-    "SELECT t.id FROM tasks AS t"
-    " WHERE t.sequence IN (SELECT task_sequence FROM task_dependencies"
-    " WHERE dependency_sequence = ?)"
-    " AND (t.unmet_dependencies != (SELECT count(*) FROM task_dependencies AS d"
-    " LEFT JOIN tasks AS x ON x.sequence = d.dependency_sequence"
-    " WHERE d.task_sequence = t.sequence AND x.status IS NOT 'completed')"
-    " OR EXISTS (SELECT 1 FROM task_dependencies AS d"
-    " WHERE d.task_sequence = t.sequence AND d.dependency_sequence >= t.sequence))"
-    " LIMIT 1"
+from agent17.store.database import Schema, StateDatabase
+from agent17.store.paths import TASK_DB_NAME
+
+BOARD_SCHEMA: Final = Schema(
+    package="agent17.store",
+    sql_file="schema.sql",
+    version="2",
+    metadata_table="task_metadata",
+    what="agent17 task board",
 )
+
+# The claim, in one statement: seek the first ready task on tasks_by_state and
+# take it. The schema's trigger logs the `claimed` event in the same statement
+# and refuses a token that was ever issued before.
+CLAIM_NEXT_SQL: Final = """
+UPDATE tasks
+   SET status = 'in_progress', owner = :owner, claim_token = :token,
+       changed_at_utc = :now, lease_expires_at_utc = :expires
+ WHERE sequence = (SELECT sequence FROM tasks
+                    WHERE status = 'pending' AND unmet_dependencies = 0
+                      AND lease_expires_at_utc IS NULL  -- always NULL when pending; makes it a seek
+                    ORDER BY sequence LIMIT 1)
+RETURNING sequence, id, subject, description, unmet_dependencies
+"""
+
+# The manual claim: the same conditional update on one named task.
+CLAIM_TASK_SQL: Final = """
+UPDATE tasks
+   SET status = 'in_progress', owner = :owner, claim_token = :token,
+       changed_at_utc = :now, lease_expires_at_utc = :expires
+ WHERE sequence = :sequence AND status = 'pending' AND unmet_dependencies = 0
+RETURNING sequence, id, subject, description, unmet_dependencies
+"""
+
+# The completion: only the owner, with the current token, of a task in progress.
+# (The lease was checked a moment earlier: an expired one was already released.)
+COMPLETE_SQL: Final = """
+UPDATE tasks
+   SET status = 'completed', claim_token = NULL,
+       changed_at_utc = :now, lease_expires_at_utc = NULL
+ WHERE id = :task_id AND status = 'in_progress' AND owner = :owner AND claim_token = :token
+RETURNING sequence, id, subject, description, unmet_dependencies
+"""
+
+_EDGES_SQL: Final = """
+SELECT d.dependency_sequence, t.id, t.status
+  FROM task_dependencies AS d LEFT JOIN tasks AS t ON t.sequence = d.dependency_sequence
+ WHERE d.task_sequence = ? ORDER BY d.position
+"""
+
 _TASK_COLUMNS: Final = "sequence, id, subject, description, status, owner, unmet_dependencies"
+_DB_TIME_LENGTH: Final = len("2026-01-01T09:00:00.000000")
 
 T = TypeVar("T")
-_Row = tuple[int, str, str, str, str, str | None, int]
+Row = sqlite3.Row
 
 
-def _db_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime(_DB_TIME_FORMAT)
+def db_time(moment: datetime) -> str:
+    """A datetime as the store writes it: UTC, microseconds, fixed width, trailing Z."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")[:_DB_TIME_LENGTH] + "Z"
 
 
-def _parse_db_time(text: str) -> datetime:
-    return datetime.strptime(text, _DB_TIME_FORMAT).replace(tzinfo=UTC)
+def parse_db_time(text: str) -> datetime:
+    """The inverse of db_time; anything else is a row no store wrote."""
+    try:
+        return datetime.fromisoformat(text).astimezone(UTC)
+    except (TypeError, ValueError):
+        raise unreadable(f"the board holds a malformed time {text!r}") from None
+
+
+def _maybe_time(text: str | None) -> datetime | None:
+    return None if text is None else parse_db_time(text)
 
 
 def _random_uuid() -> str:
     return str(uuid.uuid4())
-
-
-def _corrupted(message: str) -> TaskError:
-    return TaskError(ErrorCode.GRAPH_CORRUPTED, message)
-
-
-def _invalid(message: str) -> TaskError:
-    return TaskError(ErrorCode.INVALID_TASK_INPUT, message)
-
-
-def _require_task_id(task_id: object) -> str:
-    if not is_canonical_uuid(task_id):
-        raise _invalid(f"task id must be a canonical UUID (lowercase, hyphenated): {task_id!r}")
-    assert isinstance(task_id, str)
-    return task_id
-
-
-def _require_owner(owner: object) -> str:
-    if not isinstance(owner, str) or not owner.strip():
-        raise _invalid(f"owner must be a non-empty name: {owner!r}")
-    return owner
-
-
-def _schema_sql() -> str:
-    return resources.files("agent17.store").joinpath("schema.sql").read_text(encoding="utf-8")
 
 
 class SqliteTaskStore:
@@ -127,90 +147,20 @@ class SqliteTaskStore:
         new_claim_token: IdFactory | None = None,
         lease_seconds: float = 300.0,
     ) -> None:
-        if not isinstance(lease_seconds, int | float) or not math.isfinite(lease_seconds):
-            raise ValueError(f"lease_seconds must be a finite number: {lease_seconds!r}")
-        if lease_seconds <= 0:
-            raise ValueError(f"lease_seconds must be positive: {lease_seconds!r}")
+        self.lease = timedelta(seconds=check_lease_seconds(lease_seconds))
         self._clock: Clock = clock if clock is not None else utc_now
-        self._new_task_id: IdFactory = new_task_id if new_task_id is not None else _random_uuid
-        self._new_claim_token: IdFactory = (
-            new_claim_token if new_claim_token is not None else _random_uuid
-        )
-        self.lease = timedelta(seconds=float(lease_seconds))
-        self.path: Path = safe_state_file(workspace, TASK_DB_NAME)
-        self.workspace: Path = self.path.parent.parent
-        self._lock = threading.Lock()
-        self._connection = self._open()
-
-    # -- opening -----------------------------------------------------------------
-
-    def _open(self) -> sqlite3.Connection:
-        before = check_state_file(self.path, self.workspace)
-        if before is not None and before.st_size > 0:
-            with open(self.path, "rb") as handle:
-                header = handle.read(len(SQLITE_HEADER))
-            if header != SQLITE_HEADER:
-                # Not ours and not even SQLite: "another schema" in the widest sense.
-                raise TaskError(
-                    ErrorCode.SCHEMA_VERSION_MISMATCH,
-                    f"{self.path} exists but is not a SQLite database; it was left untouched",
-                )
-            # Check the version on a read-only connection: closing a read-write
-            # one would checkpoint a crashed writer's WAL into the main file.
-            probe = sqlite3.connect(
-                f"{self.path.as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_SECONDS
-            )
-            try:
-                self._check_schema_version(probe, allow_empty=True)
-            finally:
-                probe.close()
-        connection = open_state_database(self.path, self.workspace)
-        try:
-            # Read-only version check first: a foreign or newer file stays byte-identical.
-            self._check_schema_version(connection, allow_empty=True)
-            use_wal(connection)
-            self._create_schema(connection)
-            self._check_schema_version(connection, allow_empty=False)
-        except BaseException:
-            connection.close()
-            raise
-        return connection
-
-    def _check_schema_version(self, connection: sqlite3.Connection, *, allow_empty: bool) -> None:
-        tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master")}
-        if not tables and allow_empty:
-            return
-        if "task_metadata" not in tables:
-            raise TaskError(
-                ErrorCode.SCHEMA_VERSION_MISMATCH,
-                f"{self.path} is a SQLite database but not an agent17 task board"
-                " (no task_metadata); it was left untouched",
-            )
-        row = connection.execute(
-            "SELECT value FROM task_metadata WHERE key = 'schema_version'"
-        ).fetchone()
-        found = None if row is None else row[0]
-        if found != str(SCHEMA_VERSION):
-            raise TaskError(
-                ErrorCode.SCHEMA_VERSION_MISMATCH,
-                f"{self.path} has schema version {found!r}; this agent17 needs "
-                f"{SCHEMA_VERSION!r}. The file was left untouched.",
-            )
-
-    def _create_schema(self, connection: sqlite3.Connection) -> None:
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in _split_sql(_schema_sql()):
-                connection.execute(statement)
-        except BaseException:
-            connection.execute("ROLLBACK")
-            raise
-        connection.execute("COMMIT")
+        self._new_task_id: IdFactory = new_task_id or _random_uuid
+        self._new_claim_token: IdFactory = new_claim_token or _random_uuid
+        # A token drawn for a claim_next that found nothing is kept for the next claim,
+        # so an empty poll uses up no token (a counting generator stays gapless).
+        self._spare_token: str | None = None
+        self._db = StateDatabase(workspace, TASK_DB_NAME, BOARD_SCHEMA, TaskError)
+        self.path: Path = self._db.path
+        self.workspace: Path = self._db.workspace
 
     def close(self) -> None:
         """Close the connection; the file stays for the next store."""
-        with self._lock:
-            self._connection.close()
+        self._db.close()
 
     def __enter__(self) -> SqliteTaskStore:
         return self
@@ -218,436 +168,313 @@ class SqliteTaskStore:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    # -- the one transaction helper -------------------------------------------------
-
-    def _now(self) -> datetime:
-        return require_utc(self._clock())
+    # -- every operation: lock, clock, release expired leases, work ---------------------
 
     def _transact(self, operation: Callable[[sqlite3.Connection, datetime], T]) -> T:
-        """Run `operation` in BEGIN IMMEDIATE after releasing expired leases.
-
-        A TaskError rolls the operation back to its savepoint and commits the
-        releases; any other exception rolls everything back.
-        """
-        with self._lock:
-            connection = self._connection
-            connection.execute("BEGIN IMMEDIATE")
+        def run(connection: sqlite3.Connection) -> tuple[T | None, TaskError | None]:
+            # The clock is read once we hold the write lock, so time moves in commit order.
+            now = require_utc(self._clock())
+            self._release_expired(connection, now)
+            before = connection.total_changes
             try:
-                # Read the clock only once we hold the write lock, so time
-                # moves in the same order as the transactions commit.
-                now = self._now()
-                self._release_expired(connection, now)
-                connection.execute("SAVEPOINT operation")
-                try:
-                    result = operation(connection, now)
-                except TaskError:
-                    connection.execute("ROLLBACK TO operation")
-                    connection.execute("RELEASE operation")
-                    connection.execute("COMMIT")
-                    raise
-                connection.execute("RELEASE operation")
-                connection.execute("COMMIT")
-                return result
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
+                return operation(connection, now), None
+            except TaskError as refusal:
+                if connection.total_changes != before:
+                    raise  # the work had started writing: roll it all back
+                return None, refusal  # nothing but the releases was written: keep them
+
+        result, refusal = self._db.transaction(run)
+        if refusal is not None:
+            raise refusal
+        return result  # type: ignore[return-value]
 
     def _release_expired(self, connection: sqlite3.Connection, now: datetime) -> None:
         # Half-open lease [claimed_at, expires_at): at the expiry instant it is over.
-        expired = connection.execute(
-            "SELECT sequence, owner, claim_token FROM tasks"
-            " WHERE status = 'in_progress' AND lease_expires_at_utc <= ?",
-            (_db_time(now),),
-        ).fetchall()
-        for sequence, owner, token in expired:
-            connection.execute(
-                "UPDATE tasks SET status = 'pending', owner = NULL, claim_token = NULL,"
-                " claimed_at_utc = NULL, lease_expires_at_utc = NULL WHERE sequence = ?",
-                (sequence,),
-            )
-            self._append_event(connection, now, EventKind.LEASE_EXPIRED, sequence, owner, token)
-
-    @staticmethod
-    def _append_event(
-        connection: sqlite3.Connection,
-        now: datetime,
-        kind: EventKind,
-        task_sequence: int,
-        owner: str | None = None,
-        claim_token: str | None = None,
-    ) -> None:
+        # A seek on tasks_by_state; the trigger logs one lease_expired event per task.
         connection.execute(
-            "INSERT INTO task_events (at_utc, kind, task_sequence, owner, claim_token)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (_db_time(now), kind.value, task_sequence, owner, claim_token),
+            "UPDATE tasks SET status = 'pending', owner = NULL, claim_token = NULL,"
+            " changed_at_utc = :now, lease_expires_at_utc = NULL"
+            " WHERE status = 'in_progress' AND unmet_dependencies = 0"
+            " AND lease_expires_at_utc <= :now",
+            {"now": db_time(now)},
         )
 
-    # -- reading rows ------------------------------------------------------------------
-
-    @staticmethod
-    def _row_by_id(connection: sqlite3.Connection, task_id: str) -> _Row:
-        row = connection.execute(
+    def _row(self, connection: sqlite3.Connection, task_id: str) -> Row:
+        row: Row | None = connection.execute(
             f"SELECT {_TASK_COLUMNS} FROM tasks WHERE id = ?", (task_id,)
         ).fetchone()
         if row is None:
             raise TaskError(ErrorCode.TASK_NOT_FOUND, f"no task with id {task_id}")
-        return row  # type: ignore[no-any-return]
+        return row
 
-    @staticmethod
     def _dependencies(
-        connection: sqlite3.Connection, sequence: int
-    ) -> list[tuple[str, TaskStatus]]:
-        """The dependencies of one task in the order given, checked edge by edge."""
-        rows = connection.execute(
-            "SELECT d.dependency_sequence, t.id, t.status FROM task_dependencies AS d"
-            " LEFT JOIN tasks AS t ON t.sequence = d.dependency_sequence"
-            " WHERE d.task_sequence = ? ORDER BY d.position",
-            (sequence,),
-        ).fetchall()
-        edges = []
-        for dependency_sequence, dependency_id, status in rows:
-            _check_edge(sequence, dependency_sequence, dependency_id)
-            edges.append((dependency_id, TaskStatus(status)))
-        return edges
+        self, connection: sqlite3.Connection, row: Row
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The task's dependency ids and the unfinished ones, every edge checked."""
+        edges = [Edge(*edge) for edge in connection.execute(_EDGES_SQL, (row["sequence"],))]
+        return check_edges(row["sequence"], row["id"], row["unmet_dependencies"], edges)
 
-    @staticmethod
-    def _task_from_row(row: _Row, blocked_by: Iterable[str]) -> Task:
-        _, task_id, subject, description, status, owner, _ = row
-        return Task(task_id, subject, description, TaskStatus(status), owner, tuple(blocked_by))
+    def _task(
+        self, row: Row, status: TaskStatus, owner: str | None, blocked_by: Iterable[str]
+    ) -> Task:
+        return Task(row["id"], row["subject"], row["description"], status, owner, tuple(blocked_by))
 
-    def _load_task(self, connection: sqlite3.Connection, row: _Row) -> Task:
-        edges = self._dependencies(connection, row[0])
-        return self._task_from_row(row, (dependency_id for dependency_id, _ in edges))
-
-    def _ready_check(
-        self, connection: sqlite3.Connection, row: _Row
-    ) -> tuple[tuple[str, ...], list[str]]:
-        """All dependency ids and the unfinished ones; the stored count must agree."""
-        edges = self._dependencies(connection, row[0])
-        unfinished = [dep for dep, status in edges if status != TaskStatus.COMPLETED]
-        if len(unfinished) != row[6]:
-            raise _corrupted(
-                f"task {row[1]} records {row[6]} unmet dependencies but its edges show "
-                f"{len(unfinished)}"
-            )
-        return tuple(dep for dep, _ in edges), unfinished
-
-    # -- public operations -----------------------------------------------------------
+    # -- creating --------------------------------------------------------------------------
 
     def create_task(
-        self,
-        subject: str,
-        description: str = "",
-        blocked_by: Sequence[str] | Iterable[str] = (),
+        self, subject: str, description: str = "", blocked_by: Sequence[str] | Iterable[str] = ()
     ) -> Task:
         """Add a pending task; `blocked_by` names existing tasks that must complete first."""
-        if not isinstance(subject, str) or not subject.strip():
-            raise _invalid("subject must be a non-empty string")
-        if not isinstance(description, str):
-            raise _invalid("description must be a string")
-        if isinstance(blocked_by, str | bytes) or not isinstance(blocked_by, Iterable):
-            raise _invalid("blocked_by must be a list of task ids")
-        dependencies = tuple(_require_task_id(dep) for dep in blocked_by)
-        if len(set(dependencies)) != len(dependencies):
-            raise _invalid("blocked_by names the same task twice")
+        (task,) = self.create_tasks([(subject, description, blocked_by)])
+        return task
 
-        def create(connection: sqlite3.Connection, now: datetime) -> Task:
-            task_id = self._new_task_id()
-            if not is_canonical_uuid(task_id):
-                raise ValueError(f"new_task_id returned a non-canonical UUID: {task_id!r}")
-            if task_id in dependencies:
-                raise _invalid(f"task {task_id} cannot depend on itself")
+    def create_tasks(
+        self, drafts: Iterable[tuple[str, str, Sequence[str] | Iterable[str]]]
+    ) -> list[Task]:
+        """Add several tasks in one transaction, all or none: (subject, description, blocked_by).
+
+        Each draft may name tasks that exist already or that come earlier in the batch.
+        """
+        checked = [require_draft(*draft) for draft in drafts]
+
+        def create(connection: sqlite3.Connection, now: datetime) -> list[Task]:
+            return [self._insert(connection, now, *draft) for draft in checked]
+
+        return self._transact(create)
+
+    def _insert(
+        self,
+        connection: sqlite3.Connection,
+        now: datetime,
+        subject: str,
+        description: str,
+        dependencies: tuple[str, ...],
+    ) -> Task:
+        task_id = self._new_task_id()
+        if not is_canonical_uuid(task_id):
+            raise ValueError(f"new_task_id returned a non-canonical UUID: {task_id!r}")
+        if task_id in dependencies:
+            raise invalid(f"task {task_id} cannot depend on itself")
+        found: dict[str, Row] = {}
+        if dependencies:
+            # json_each: one bound parameter for any number of ids (no variable limit).
             found = {
-                dep_id: (sequence, status)
-                for sequence, dep_id, status in connection.execute(
-                    "SELECT sequence, id, status FROM tasks WHERE id IN"
-                    f" ({','.join('?' * len(dependencies))})",
-                    dependencies,
+                row["id"]: row
+                for row in connection.execute(
+                    "SELECT sequence, id, status FROM tasks"
+                    " WHERE id IN (SELECT value FROM json_each(?))",
+                    (json.dumps(dependencies),),
                 )
             }
             missing = [dep for dep in dependencies if dep not in found]
             if missing:
-                raise TaskError(
-                    ErrorCode.DEPENDENCY_NOT_FOUND,
-                    f"blocked_by names tasks that do not exist: {', '.join(missing)}",
-                )
-            unmet = sum(1 for _, status in found.values() if status != TaskStatus.COMPLETED)
-            try:
-                cursor = connection.execute(
-                    "INSERT INTO tasks (id, subject, description, status, unmet_dependencies)"
-                    " VALUES (?, ?, ?, 'pending', ?)",
-                    (task_id, subject, description, unmet),
-                )
-            except sqlite3.IntegrityError as error:
-                raise _invalid(f"a task with id {task_id} already exists") from error
-            sequence = cursor.lastrowid
-            assert sequence is not None
+                raise dependencies_not_found(missing)
+        unmet = sum(1 for row in found.values() if row["status"] != TaskStatus.COMPLETED)
+        try:
+            (sequence,) = connection.execute(  # the trigger logs `created`
+                "INSERT INTO tasks"
+                " (id, subject, description, status, changed_at_utc, unmet_dependencies)"
+                " VALUES (?, ?, ?, 'pending', ?, ?) RETURNING sequence",
+                (task_id, subject, description, db_time(now), unmet),
+            ).fetchone()
+        except sqlite3.IntegrityError:
+            raise invalid(f"a task with id {task_id} already exists") from None
+        if dependencies:
             connection.executemany(
                 "INSERT INTO task_dependencies (task_sequence, dependency_sequence, position)"
                 " VALUES (?, ?, ?)",
-                [(sequence, found[dep][0], position) for position, dep in enumerate(dependencies)],
+                [(sequence, found[dep]["sequence"], n) for n, dep in enumerate(dependencies)],
             )
-            self._append_event(connection, now, EventKind.CREATED, sequence)
-            return Task(task_id, subject, description, TaskStatus.PENDING, None, dependencies)
-
-        return self._transact(create)
+        return Task(task_id, subject, description, TaskStatus.PENDING, None, dependencies)
 
     def get_task(self, task_id: str) -> Task:
         """One task by id."""
-        _require_task_id(task_id)
-        return self._transact(
-            lambda connection, now: self._load_task(
-                connection, self._row_by_id(connection, task_id)
-            )
-        )
+        require_task_id(task_id)
+
+        def get(connection: sqlite3.Connection, now: datetime) -> Task:
+            row = self._row(connection, task_id)
+            blocked_by, _ = self._dependencies(connection, row)
+            return self._task(row, require_status(row["status"], task_id), row["owner"], blocked_by)
+
+        return self._transact(get)
 
     def list_tasks(self) -> list[Task]:
         """Every task in creation order; the whole graph is checked on the way."""
         return self._transact(lambda connection, now: _load_board(connection))
 
+    # -- claiming ----------------------------------------------------------------------------
+
     def claim_task(self, task_id: str, owner: str) -> TaskClaim:
         """Claim one named task for `owner`: it must be pending with every dependency done."""
-        _require_task_id(task_id)
-        _require_owner(owner)
+        require_task_id(task_id)
+        require_owner(owner)
 
         def claim(connection: sqlite3.Connection, now: datetime) -> TaskClaim:
-            row = self._row_by_id(connection, task_id)
-            if row[4] != TaskStatus.PENDING:
-                held = f" by {row[5]}" if row[5] else ""
-                raise TaskError(
-                    ErrorCode.TASK_NOT_CLAIMABLE, f"task {task_id} is {row[4]}{held}, not pending"
-                )
-            blocked_by, unfinished = self._ready_check(connection, row)
+            row = self._row(connection, task_id)
+            blocked_by, unfinished = self._dependencies(connection, row)
+            status = require_status(row["status"], task_id)
+            if status is not TaskStatus.PENDING:
+                raise not_claimable(self._task(row, status, row["owner"], blocked_by))
             if unfinished:
-                raise TaskError(
-                    ErrorCode.TASK_BLOCKED,
-                    f"task {task_id} waits for unfinished tasks: {', '.join(unfinished)}",
-                )
-            return self._claim(connection, now, row, owner, blocked_by)
+                raise blocked(task_id, unfinished)
+            claim = self._claim(connection, now, CLAIM_TASK_SQL, owner, row["sequence"], blocked_by)
+            if claim is None:  # cannot happen under BEGIN IMMEDIATE; refuse rather than guess
+                raise not_claimable(self._task(row, status, row["owner"], blocked_by))
+            return claim
 
         return self._transact(claim)
 
     def claim_next(self, owner: str) -> TaskClaim | None:
         """Claim the first ready task in creation order for `owner`, or return None."""
-        _require_owner(owner)
-
-        def claim(connection: sqlite3.Connection, now: datetime) -> TaskClaim | None:
-            found = connection.execute(CLAIM_NEXT_SQL).fetchone()
-            if found is None:
-                return None
-            row = connection.execute(
-                f"SELECT {_TASK_COLUMNS} FROM tasks WHERE sequence = ?", found
-            ).fetchone()
-            # The count said ready (0); _ready_check raises graph_corrupted unless the
-            # edges agree, so past this line every dependency is completed.
-            blocked_by, _ = self._ready_check(connection, row)
-            return self._claim(connection, now, row, owner, blocked_by)
-
-        return self._transact(claim)
+        require_owner(owner)
+        return self._transact(
+            lambda connection, now: self._claim(connection, now, CLAIM_NEXT_SQL, owner)
+        )
 
     def _claim(
         self,
         connection: sqlite3.Connection,
         now: datetime,
-        row: _Row,
+        statement: str,
         owner: str,
-        blocked_by: tuple[str, ...],
-    ) -> TaskClaim:
-        token = self._new_claim_token()
+        sequence: int | None = None,
+        checked_blocked_by: tuple[str, ...] | None = None,
+    ) -> TaskClaim | None:
+        token, self._spare_token = self._spare_token or self._new_claim_token(), None
         if not is_canonical_uuid(token):
             raise ValueError(f"new_claim_token returned a non-canonical UUID: {token!r}")
         expires = now + self.lease
+        stamp, until = db_time(now), db_time(expires)
+        params = {"owner": owner, "token": token, "now": stamp, "expires": until}
         try:
-            connection.execute(
-                "INSERT INTO task_claim_tokens"
-                " (token, task_sequence, owner, claimed_at_utc, lease_expires_at_utc)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (token, row[0], owner, _db_time(now), _db_time(expires)),
-            )
+            row: Row | None = connection.execute(
+                statement, {**params, "sequence": sequence}
+            ).fetchone()
         except sqlite3.IntegrityError as error:
+            if "task_events.claim_token" not in str(error):
+                raise
             raise TaskError(
                 ErrorCode.CLAIM_TOKEN_COLLISION,
                 f"claim token {token} was issued before; the claim was rolled back",
-            ) from error
-        updated = connection.execute(
-            "UPDATE tasks SET status = 'in_progress', owner = ?, claim_token = ?,"
-            " claimed_at_utc = ?, lease_expires_at_utc = ?"
-            " WHERE sequence = ? AND status = 'pending' AND owner IS NULL"
-            " AND unmet_dependencies = 0",
-            (owner, token, _db_time(now), _db_time(expires), row[0]),
-        ).rowcount
-        if updated != 1:  # cannot happen under BEGIN IMMEDIATE; refuse rather than guess
-            raise TaskError(ErrorCode.TASK_NOT_CLAIMABLE, f"task {row[1]} is no longer pending")
-        self._append_event(connection, now, EventKind.CLAIMED, row[0], owner, token)
-        task = Task(row[1], row[2], row[3], TaskStatus.IN_PROGRESS, owner, blocked_by)
-        return TaskClaim(task, token, _parse_db_time(_db_time(expires)))
+            ) from None
+        if row is None:
+            self._spare_token = token
+            return None
+        blocked_by = checked_blocked_by
+        if blocked_by is None:
+            # The count said ready; the edges must agree (graph_corrupted rolls the claim back).
+            blocked_by, _ = self._dependencies(connection, row)
+        task = self._task(row, TaskStatus.IN_PROGRESS, owner, blocked_by)
+        return TaskClaim(task, token, expires.astimezone(UTC))
+
+    # -- completing --------------------------------------------------------------------------
 
     def complete_task(self, task_id: str, owner: str, claim_token: str) -> TaskCompletion:
         """Complete a task held by `owner` with `claim_token`, strictly before the lease ends."""
-        _require_task_id(task_id)
-        _require_owner(owner)
-        if not is_canonical_uuid(claim_token):
-            raise _invalid(f"claim token must be a canonical UUID: {claim_token!r}")
+        require_task_id(task_id)
+        require_owner(owner)
+        require_task_id(claim_token, "claim token")
 
         def complete(connection: sqlite3.Connection, now: datetime) -> TaskCompletion:
-            row = self._row_by_id(connection, task_id)
-            updated = connection.execute(
-                "UPDATE tasks SET status = 'completed', claim_token = NULL,"
-                " claimed_at_utc = NULL, lease_expires_at_utc = NULL"
-                " WHERE sequence = ? AND status = 'in_progress' AND owner = ?"
-                " AND claim_token = ?",
-                (row[0], owner, claim_token),
-            ).rowcount
-            if updated != 1:
-                raise self._completion_refusal(connection, now, row, owner, claim_token)
-            self._append_event(connection, now, EventKind.COMPLETED, row[0], owner, claim_token)
-            try:
-                dependents = connection.execute(
-                    "UPDATE tasks SET unmet_dependencies = unmet_dependencies - 1"
-                    " WHERE sequence IN (SELECT task_sequence FROM task_dependencies"
-                    " WHERE dependency_sequence = ?)"
-                    " RETURNING sequence, id, status, unmet_dependencies",
-                    (row[0],),
-                ).fetchall()
-            except sqlite3.IntegrityError as error:
-                raise _corrupted(
-                    f"completing {task_id} would push a dependent's unmet count below zero"
-                ) from error
-            broken = connection.execute(_DEPENDENT_DRIFT_SQL, (row[0],)).fetchone()
-            if broken is not None:
-                # An inflated count would hide a ready task from claim_next forever.
-                raise _corrupted(
-                    f"task {broken[0]}'s unmet dependency count disagrees with its edges"
-                )
-            unblocked = tuple(
-                dependent_id
-                for _, dependent_id, status, unmet in sorted(dependents)
-                if unmet == 0 and status == TaskStatus.PENDING
-            )
-            task = self._load_task(
-                connection, (row[0], row[1], row[2], row[3], "completed", owner, 0)
-            )
+            params = {"task_id": task_id, "owner": owner, "token": claim_token}
+            row: Row | None = connection.execute(
+                COMPLETE_SQL, {**params, "now": db_time(now)}
+            ).fetchone()
+            if row is None:
+                raise self._completion_refusal(connection, now, task_id, owner, claim_token)
+            unblocked = self._release_dependents(connection, row["sequence"])
+            blocked_by, _ = self._dependencies(connection, row)
+            task = self._task(row, TaskStatus.COMPLETED, owner, blocked_by)
             return TaskCompletion(task, unblocked)
 
         return self._transact(complete)
 
-    @staticmethod
+    def _release_dependents(self, connection: sqlite3.Connection, sequence: int) -> tuple[str, ...]:
+        try:
+            dependents = connection.execute(
+                "UPDATE tasks SET unmet_dependencies = unmet_dependencies - 1"
+                " WHERE sequence IN (SELECT task_sequence FROM task_dependencies"
+                " WHERE dependency_sequence = ?)"
+                f" RETURNING {_TASK_COLUMNS}",
+                (sequence,),
+            ).fetchall()
+        except sqlite3.IntegrityError:
+            raise corrupted(
+                f"completing task #{sequence} would push a dependent's unmet count below zero"
+            ) from None
+        unblocked = []
+        for dependent in sorted(dependents, key=lambda item: int(item["sequence"])):
+            # Each dependent's new count must agree with its edges, or claim_next could
+            # hand it out too early or never.
+            _, unfinished = self._dependencies(connection, dependent)
+            if not unfinished and dependent["status"] == TaskStatus.PENDING:
+                unblocked.append(str(dependent["id"]))
+        return tuple(unblocked)
+
     def _completion_refusal(
-        connection: sqlite3.Connection, now: datetime, row: _Row, owner: str, token: str
+        self, connection: sqlite3.Connection, now: datetime, task_id: str, owner: str, token: str
     ) -> TaskError:
-        """Why a completion was refused: the caller's lease ran out, or it never held this one."""
-        if row[4] == TaskStatus.COMPLETED:
-            return TaskError(
-                ErrorCode.CLAIM_MISMATCH, f"task {row[1]} is already completed by {row[5]}"
-            )
+        row = self._row(connection, task_id)
         issued = connection.execute(
-            "SELECT task_sequence, owner, lease_expires_at_utc FROM task_claim_tokens"
-            " WHERE token = ?",
+            "SELECT task_sequence, owner, lease_expires_at_utc FROM task_events"
+            " WHERE kind = 'claimed' AND claim_token = ?",
             (token,),
         ).fetchone()
-        if issued is not None and issued[0] == row[0] and issued[1] == owner:
-            expired_at = _parse_db_time(issued[2])
-            if expired_at <= now:
-                current = f"; it is now held by {row[5]}" if row[5] else ""
-                return TaskError(
-                    ErrorCode.LEASE_EXPIRED,
-                    f"the lease on task {row[1]} expired at {issued[2]}{current}",
-                )
-        return TaskError(
-            ErrorCode.CLAIM_MISMATCH,
-            f"task {row[1]} is not in progress for {owner} with that claim token",
+        claim = (
+            None if issued is None else IssuedClaim(issued[0], issued[1], parse_db_time(issued[2]))
         )
+        status = require_status(row["status"], task_id)
+        return completion_refusal(row["sequence"], task_id, status, row["owner"], owner, claim, now)
 
     # -- the event log and introspection --------------------------------------------
 
     def events(self, after_sequence: int = 0) -> list[TaskEvent]:
         """The append-only event log, oldest first, after the given event sequence."""
-        with self._lock:
-            rows = self._connection.execute(
-                "SELECT e.sequence, e.kind, t.id, e.at_utc, e.owner, e.claim_token"
+        rows = self._db.snapshot(
+            lambda connection: connection.execute(
+                "SELECT e.sequence, e.kind, t.id, e.at_utc, e.owner, e.claim_token,"
+                " e.lease_expires_at_utc"
                 " FROM task_events AS e JOIN tasks AS t ON t.sequence = e.task_sequence"
                 " WHERE e.sequence > ? ORDER BY e.sequence",
                 (after_sequence,),
             ).fetchall()
+        )
         return [
-            TaskEvent(seq, EventKind(kind), task_id, _parse_db_time(at), owner, token)
-            for seq, kind, task_id, at, owner, token in rows
+            TaskEvent(
+                seq, EventKind(kind), task, parse_db_time(at), owner, token, _maybe_time(lease)
+            )
+            for seq, kind, task, at, owner, token, lease in rows
         ]
 
     def issued_claim_tokens(self) -> list[str]:
         """Every claim token this database has issued, in issue order."""
-        with self._lock:
-            rows = self._connection.execute(
-                "SELECT token FROM task_claim_tokens ORDER BY rowid"
+        rows = self._db.snapshot(
+            lambda connection: connection.execute(
+                "SELECT claim_token FROM task_events WHERE kind = 'claimed' ORDER BY sequence"
             ).fetchall()
-        return [token for (token,) in rows]
+        )
+        return [str(token) for (token,) in rows]
 
     @property
     def total_changes(self) -> int:
         """Rows this store instance has changed since it opened (proves "zero writes")."""
-        with self._lock:
-            return self._connection.total_changes
+        return self._db.total_changes
 
     def explain_claim_next(self) -> list[str]:
-        """SQLite's query plan for the claim query, one line per step."""
-        with self._lock:
-            rows = self._connection.execute(f"EXPLAIN QUERY PLAN {CLAIM_NEXT_SQL}").fetchall()
+        """SQLite's query plan for the claim statement, one line per step."""
+        rows = self._db.snapshot(
+            lambda connection: connection.execute(
+                f"EXPLAIN QUERY PLAN {CLAIM_NEXT_SQL}",
+                {"owner": "x", "token": "x", "now": "x", "expires": "x"},
+            ).fetchall()
+        )
         return [str(row[3]) for row in rows]
 
 
-def _check_edge(task_sequence: int, dependency_sequence: int, dependency_id: str | None) -> None:
-    if dependency_id is None:
-        raise _corrupted(f"a dependency of task #{task_sequence} points at a missing task")
-    if dependency_sequence == task_sequence:
-        raise _corrupted(f"task {dependency_id} depends on itself")
-    if dependency_sequence > task_sequence:
-        raise _corrupted(
-            f"task #{task_sequence} depends on the newer task {dependency_id}:"
-            " a dependency must be older, or cycles become possible"
-        )
-
-
 def _load_board(connection: sqlite3.Connection) -> list[Task]:
-    rows: list[_Row] = connection.execute(
-        f"SELECT {_TASK_COLUMNS} FROM tasks ORDER BY sequence"
-    ).fetchall()
-    by_sequence = {row[0]: row for row in rows}
-    edges: dict[int, list[int]] = {row[0]: [] for row in rows}
-    for task_sequence, dependency_sequence in connection.execute(
+    rows = connection.execute(f"SELECT {_TASK_COLUMNS} FROM tasks ORDER BY sequence").fetchall()
+    edges = connection.execute(
         "SELECT task_sequence, dependency_sequence FROM task_dependencies"
         " ORDER BY task_sequence, position"
-    ):
-        if task_sequence not in by_sequence:
-            raise _corrupted(f"a dependency row belongs to the missing task #{task_sequence}")
-        dependency = by_sequence.get(dependency_sequence)
-        _check_edge(
-            task_sequence, dependency_sequence, None if dependency is None else dependency[1]
-        )
-        edges[task_sequence].append(dependency_sequence)
-    tasks = []
-    for row in rows:
-        unfinished = sum(1 for dep in edges[row[0]] if by_sequence[dep][4] != TaskStatus.COMPLETED)
-        if unfinished != row[6]:
-            raise _corrupted(
-                f"task {row[1]} records {row[6]} unmet dependencies but its edges show {unfinished}"
-            )
-        blocked_by = (by_sequence[dep][1] for dep in edges[row[0]])
-        tasks.append(SqliteTaskStore._task_from_row(row, blocked_by))
-    return tasks
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split the schema file into statements (triggers keep their inner semicolons)."""
-    statements: list[str] = []
-    pending = ""
-    for line in script.splitlines():
-        if line.lstrip().startswith("--") and not pending:
-            continue
-        pending += line + "\n"
-        if sqlite3.complete_statement(pending):
-            statements.append(pending.strip())
-            pending = ""
-    if pending.strip():
-        statements.append(pending.strip())
-    return statements
+    ).fetchall()
+    return assemble_board([tuple(row) for row in rows], [tuple(edge) for edge in edges])

@@ -1,8 +1,9 @@
 """The team's persistent mailbox: one SQLite file, claim-then-ack delivery, wakeable recipients.
 
-Messages live in `<workspace>/.agent_tutorial/mailbox.sqlite3`, apart from
-`tasks.sqlite3`: task state and team messages are two separate state machines
-(a report about a task never stands in for completing it).
+Messages live in `<workspace>/.agent_tutorial/mailbox.sqlite3` (schema:
+`team/schema.sql`, which also holds the plans of the plan gate), apart from
+`tasks.sqlite3`: task state and team messages are two separate state
+machines (a report about a task never stands in for completing it).
 
 A message moves queued -> claimed -> acked. A recipient claims one message,
 handles it, then acks it; if the process dies in between, the message is still
@@ -13,41 +14,32 @@ sleeping teammate rescans at once instead of waiting out its poll interval.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import Any, Final, TypeVar
 
-from agent17.store.connection import open_state_database, use_wal
-from agent17.store.paths import safe_state_file
-from agent17.tools.base import ToolError
+from agent17.domain import Refusal, name_problem, preview, text_problem
+from agent17.store.database import Schema, StateDatabase
 
 MAILBOX_DB_NAME: Final = "mailbox.sqlite3"
-MAILBOX_SCHEMA_VERSION: Final = "1"
-
-# The claim query is served by messages_by_recipient: (recipient, state, sequence).
-_SCHEMA: Final = (
-    "CREATE TABLE IF NOT EXISTS mailbox_metadata(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS messages("
-    " sequence INTEGER PRIMARY KEY AUTOINCREMENT,"
-    " recipient TEXT NOT NULL CHECK(length(recipient) > 0),"
-    " sender TEXT NOT NULL CHECK(length(sender) > 0),"
-    " kind TEXT NOT NULL CHECK(length(kind) > 0),"
-    " body TEXT NOT NULL,"
-    " state TEXT NOT NULL DEFAULT 'queued' CHECK(state IN ('queued', 'claimed', 'acked')),"
-    " deliveries INTEGER NOT NULL DEFAULT 0 CHECK(deliveries >= 0))",
-    "CREATE INDEX IF NOT EXISTS messages_by_recipient ON messages(recipient, state, sequence)",
+TEAM_SCHEMA: Final = Schema(
+    package="agent17.team",
+    sql_file="schema.sql",
+    version="2",
+    metadata_table="mailbox_metadata",
+    what="agent17 team mailbox",
 )
 
+T = TypeVar("T")
 
-class MailboxError(ToolError):
+
+class MailboxError(Refusal):
     """A known refusal of the mailbox; `code` is stable (tools report it as-is)."""
 
 
@@ -116,18 +108,28 @@ class WakeRegistry:
 _COLUMNS: Final = "sequence, recipient, sender, kind, body, state, deliveries"
 
 
-def _envelope(row: tuple[int, str, str, str, str, str, int]) -> Envelope:
+def _envelope(row: Any) -> Envelope:
     sequence, recipient, sender, kind, body, state, deliveries = row
-    return Envelope(sequence, recipient, sender, kind, body, MessageState(state), deliveries)
+    try:
+        message_state = MessageState(state)
+    except ValueError:
+        raise MailboxError(
+            "store_unreadable", f"message {sequence} has the state {state!r}"
+        ) from None
+    return Envelope(sequence, recipient, sender, kind, body, message_state, deliveries)
 
 
-def _require_name(value: str, what: str) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise MailboxError(f"invalid_{what}", f"{what} must be a non-empty name")
+def require_name(value: object, what: str) -> str:
+    """`value` if it is a valid name (API.md input rules), else MailboxError `invalid_<what>`."""
+    problem = name_problem(value)
+    if problem is not None:
+        raise MailboxError(f"invalid_{what}", f"{what} {problem}: {preview(value)}")
+    assert isinstance(value, str)
+    return value
 
 
 @dataclass(slots=True)
-class MailboxWriter:
+class MailboxTransaction:
     """The handle of one write transaction: send and ack inside it, wake after commit."""
 
     connection: sqlite3.Connection
@@ -135,17 +137,14 @@ class MailboxWriter:
 
     def send(self, recipient: str, *, sender: str, kind: str, body: str) -> Envelope:
         """Queue a message in this transaction; its recipient is woken once it commits."""
-        _require_name(recipient, "recipient")
-        _require_name(sender, "sender")
-        _require_name(kind, "kind")
-        try:
-            decoded = json.loads(body)
-        except (TypeError, ValueError) as error:
-            raise MailboxError("invalid_message_body", f"body is not JSON: {error}") from None
-        if not isinstance(decoded, dict):
-            raise MailboxError("invalid_message_body", "body must be a JSON object")
+        require_name(recipient, "recipient")
+        require_name(sender, "sender")
+        require_name(kind, "kind")
+        problem = text_problem(body)
+        if problem is not None:
+            raise MailboxError("invalid_message_body", f"body {problem}")
         row = self.connection.execute(
-            f"INSERT INTO messages(recipient, sender, kind, body) VALUES (?, ?, ?, ?)"
+            f"INSERT INTO messages (recipient, sender, kind, body) VALUES (?, ?, ?, ?)"
             f" RETURNING {_COLUMNS}",
             (recipient, sender, kind, body),
         ).fetchone()
@@ -177,131 +176,101 @@ class Mailbox:
     def __init__(
         self, workspace: str | os.PathLike[str], *, wakeups: WakeRegistry | None = None
     ) -> None:
-        self.path: Path = safe_state_file(workspace, MAILBOX_DB_NAME)
-        self.workspace: Path = self.path.parent.parent
+        self._db = StateDatabase(workspace, MAILBOX_DB_NAME, TEAM_SCHEMA, MailboxError)
+        self.path: Path = self._db.path
+        self.workspace: Path = self._db.workspace
         self.wakeups: WakeRegistry = wakeups if wakeups is not None else WakeRegistry()
-        self._lock = threading.Lock()
-        self._connection = open_state_database(self.path, self.workspace)
-        try:
-            self._prepare()
-        except BaseException:
-            self._connection.close()
-            raise
 
-    def _prepare(self) -> None:
-        connection = self._connection
-        try:
-            use_wal(connection)
-            with self.transaction() as writer:
-                for statement in _SCHEMA:
-                    writer.connection.execute(statement)
-                writer.connection.execute(
-                    "INSERT OR IGNORE INTO mailbox_metadata(key, value)"
-                    " VALUES ('schema_version', ?)",
-                    (MAILBOX_SCHEMA_VERSION,),
-                )
-                (version,) = writer.connection.execute(
-                    "SELECT value FROM mailbox_metadata WHERE key = 'schema_version'"
-                ).fetchone()
-                if version != MAILBOX_SCHEMA_VERSION:
-                    raise MailboxError(
-                        "schema_version_mismatch",
-                        f"{self.path} has mailbox schema {version!r};"
-                        f" this agent17 reads {MAILBOX_SCHEMA_VERSION!r}",
-                    )
-        except sqlite3.DatabaseError as error:
-            raise MailboxError(
-                "not_a_mailbox_database", f"{self.path} is not a mailbox database: {error}"
-            ) from None
+    def transaction(self, operation: Callable[[MailboxTransaction], T]) -> T:
+        """Run `operation` in one write transaction; its recipients are woken after it commits."""
+        woken: list[str] = []
 
-    @contextmanager
-    def transaction(self) -> Iterator[MailboxWriter]:
-        """One BEGIN IMMEDIATE write transaction; recipients are woken only after it commits."""
-        with self._lock:
-            self._connection.execute("BEGIN IMMEDIATE")
-            writer = MailboxWriter(self._connection)
-            try:
-                yield writer
-                self._connection.execute("COMMIT")
-            except BaseException:
-                # SQLite may already have rolled back (e.g. disk full); never leave one open.
-                if self._connection.in_transaction:
-                    self._connection.execute("ROLLBACK")
-                raise
-        for recipient in writer.woken:
+        def run(connection: sqlite3.Connection) -> T:
+            del woken[:]  # a retried run starts clean
+            handle = MailboxTransaction(connection, woken)
+            return operation(handle)
+
+        result = self._db.transaction(run)
+        for recipient in woken:
             self.wakeups.wake(recipient)
+        return result
 
-    @contextmanager
-    def reading(self) -> Iterator[sqlite3.Connection]:
-        """The connection for read-only statements, held under the instance lock."""
-        with self._lock:
-            yield self._connection
+    def snapshot(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """Run read-only `operation` on one consistent snapshot of the file."""
+        return self._db.snapshot(operation)
 
     def send(self, recipient: str, *, sender: str, kind: str, body: str) -> Envelope:
         """Queue one message (body: a JSON object as text) and wake its recipient."""
-        with self.transaction() as writer:
-            return writer.send(recipient, sender=sender, kind=kind, body=body)
+        return self.transaction(
+            lambda handle: handle.send(recipient, sender=sender, kind=kind, body=body)
+        )
 
     def claim(self, recipient: str) -> Envelope | None:
         """Take the oldest queued message of `recipient` (it becomes claimed), or None."""
-        _require_name(recipient, "recipient")
-        with self.transaction() as writer:
-            row = writer.connection.execute(
+        require_name(recipient, "recipient")
+        row = self.transaction(
+            lambda handle: handle.connection.execute(
                 "UPDATE messages SET state = 'claimed', deliveries = deliveries + 1"
                 " WHERE sequence = (SELECT sequence FROM messages"
                 "  WHERE recipient = ? AND state = 'queued' ORDER BY sequence LIMIT 1)"
                 f" RETURNING {_COLUMNS}",
                 (recipient,),
             ).fetchone()
+        )
         return None if row is None else _envelope(row)
 
     def ack(self, envelope: Envelope) -> None:
         """Mark a claimed message as handled (error `message_not_claimed` otherwise)."""
-        with self.transaction() as writer:
-            writer.ack(envelope)
+        self.transaction(lambda handle: handle.ack(envelope))
 
     def requeue_unacked(self, recipient: str) -> int:
         """Put `recipient`'s claimed-but-never-acked messages back in the queue; return how many.
 
         Call it only when nobody is handling `recipient`'s messages (a teammate starting).
         """
-        _require_name(recipient, "recipient")
-        with self.transaction() as writer:
-            count = writer.connection.execute(
+        require_name(recipient, "recipient")
+
+        def requeue(handle: MailboxTransaction) -> int:
+            count = handle.connection.execute(
                 "UPDATE messages SET state = 'queued' WHERE recipient = ? AND state = 'claimed'",
                 (recipient,),
             ).rowcount
             if count:
-                writer.woken.append(recipient)
-        return count
+                handle.woken.append(recipient)
+            return int(count)
+
+        return self.transaction(requeue)
 
     def unacked_count(self, recipient: str) -> int:
         """How many messages wait for `recipient` (queued or claimed, not yet acked)."""
-        with self.reading() as connection:
-            (count,) = connection.execute(
+        (count,) = self.snapshot(
+            lambda connection: connection.execute(
                 "SELECT count(*) FROM messages WHERE recipient = ? AND state != 'acked'",
                 (recipient,),
             ).fetchone()
+        )
         return int(count)
 
     def messages(self, recipient: str | None = None) -> list[Envelope]:
         """Every stored message (of one recipient, if given), in sending order, any state."""
-        with self.reading() as connection:
-            if recipient is None:
-                rows = connection.execute(
+        if recipient is None:
+            rows = self.snapshot(
+                lambda connection: connection.execute(
                     f"SELECT {_COLUMNS} FROM messages ORDER BY sequence"
                 ).fetchall()
-            else:
-                rows = connection.execute(
+            )
+        else:
+            rows = self.snapshot(
+                lambda connection: connection.execute(
                     f"SELECT {_COLUMNS} FROM messages WHERE recipient = ? ORDER BY sequence",
                     (recipient,),
                 ).fetchall()
+            )
         return [_envelope(row) for row in rows]
 
     def close(self) -> None:
         """Close the connection (the file and its messages stay)."""
-        with self._lock:
-            self._connection.close()
+        self._db.close()
 
     def __enter__(self) -> Mailbox:
         return self

@@ -13,21 +13,21 @@ import sqlite3
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, ClassVar, Final, cast
+from typing import Any, ClassVar, Final, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from agent17.domain import CANONICAL_UUID, IdFactory, is_canonical_uuid
-from agent17.team.mailbox import Envelope, Mailbox, MailboxWriter
-from agent17.tools.base import ToolError, describe_validation_error
+from agent17.domain import IdFactory, Refusal, is_canonical_uuid, text_problem
+from agent17.inputs import StrictInput, Text, Uuid, describe_validation_error
+from agent17.team.mailbox import Envelope, Mailbox, MailboxTransaction, require_name
 
 DEFAULT_LEAD_NAME: Final = "lead"
 
-RequestId = Annotated[str, Field(pattern=CANONICAL_UUID.pattern)]
+RequestId = Uuid
 """A protocol request id: a canonical UUID string."""
 
 
-class ProtocolError(ToolError):
+class ProtocolError(Refusal):
     """A known refusal of the protocol (malformed message, unknown request); `code` is stable."""
 
 
@@ -41,16 +41,15 @@ class MessageKind(StrEnum):
     PLAN_RESPONSE = "plan_response"
 
 
-class _Body(BaseModel):
-    # Bodies come back from disk: validate them as strictly as tool input.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+class _Body(StrictInput):
+    """Bodies come back from disk: validated as strictly as tool input."""
 
 
 class TextMessage(_Body):
     """Free text between agents (a Lead instruction, a teammate's report)."""
 
     kind: ClassVar[MessageKind] = MessageKind.TEXT
-    content: str
+    content: Text
 
 
 class ShutdownRequest(_Body):
@@ -66,7 +65,7 @@ class ShutdownResponse(_Body):
     kind: ClassVar[MessageKind] = MessageKind.SHUTDOWN_RESPONSE
     request_id: RequestId
     approved: bool
-    reason: str = ""
+    reason: Text = ""
 
 
 class PlanSubmission(_Body):
@@ -74,7 +73,7 @@ class PlanSubmission(_Body):
 
     kind: ClassVar[MessageKind] = MessageKind.PLAN_SUBMISSION
     request_id: RequestId
-    plan: str
+    plan: Text
 
 
 class PlanResponse(_Body):
@@ -83,7 +82,7 @@ class PlanResponse(_Body):
     kind: ClassVar[MessageKind] = MessageKind.PLAN_RESPONSE
     request_id: RequestId
     approved: bool
-    feedback: str = ""
+    feedback: Text = ""
 
 
 ProtocolMessage = TextMessage | ShutdownRequest | ShutdownResponse | PlanSubmission | PlanResponse
@@ -179,7 +178,7 @@ class PlanRecord:
 
     request_id: str
     agent: str
-    plan: str
+    plan: Text
     status: PlanStatus
     feedback: str
 
@@ -202,23 +201,10 @@ class Delivery:
     error: ProtocolError | None
 
 
-# Latest plan = highest sequence for the agent; served by plans_by_agent.
-_PLAN_SCHEMA: Final = (
-    "CREATE TABLE IF NOT EXISTS plans("
-    " sequence INTEGER PRIMARY KEY AUTOINCREMENT,"
-    " request_id TEXT NOT NULL UNIQUE,"
-    " agent TEXT NOT NULL CHECK(length(agent) > 0),"
-    " plan TEXT NOT NULL CHECK(length(plan) > 0),"
-    " status TEXT NOT NULL DEFAULT 'pending'"
-    "  CHECK(status IN ('pending', 'approved', 'rejected')),"
-    " feedback TEXT NOT NULL DEFAULT '')",
-    "CREATE INDEX IF NOT EXISTS plans_by_agent ON plans(agent, sequence)",
-)
-
 _PLAN_COLUMNS: Final = "request_id, agent, plan, status, feedback"
 
 
-def _plan(row: tuple[str, str, str, str, str]) -> PlanRecord:
+def _plan(row: Any) -> PlanRecord:
     request_id, agent, plan, status, feedback = row
     return PlanRecord(request_id, agent, plan, PlanStatus(status), feedback)
 
@@ -255,9 +241,6 @@ class TeamProtocol:
         self.mailbox = mailbox
         self.lead_name = lead_name
         self._new_request_id = new_request_id or _random_request_id
-        with mailbox.transaction() as writer:
-            for statement in _PLAN_SCHEMA:
-                writer.connection.execute(statement)
 
     def _request_id(self) -> str:
         value = self._new_request_id()
@@ -266,28 +249,32 @@ class TeamProtocol:
         return value
 
     def _send(
-        self, writer: MailboxWriter, to: str, message: ProtocolMessage, *, sender: str
+        self, handle: MailboxTransaction, to: str, message: ProtocolMessage, *, sender: str
     ) -> Envelope:
         kind, body = encode_message(message)
-        return writer.send(to, sender=sender, kind=kind, body=body)
+        return handle.send(to, sender=sender, kind=kind, body=body)
 
     def send_text(
         self, to: str, content: str, *, sender: str, ack: Envelope | None = None
     ) -> Envelope:
         """Send free text from `sender` to `to`; `ack` the message it answers in the same step."""
-        if not content.strip():
-            raise ProtocolError("empty_message", "a message needs some content")
-        with self.mailbox.transaction() as writer:
-            sent = self._send(writer, to, TextMessage(content=content), sender=sender)
+        _require_content(content, "message")
+        message = TextMessage(content=content)
+
+        def send(handle: MailboxTransaction) -> Envelope:
+            sent = self._send(handle, to, message, sender=sender)
             if ack is not None:
-                writer.ack(ack)
+                handle.ack(ack)
             return sent
+
+        return self.mailbox.transaction(send)
 
     def request_shutdown(self, name: str) -> ShutdownRequest:
         """Send a ShutdownRequest from the Lead to teammate `name`."""
         request = ShutdownRequest(request_id=self._request_id())
-        with self.mailbox.transaction() as writer:
-            self._send(writer, name, request, sender=self.lead_name)
+        self.mailbox.transaction(
+            lambda handle: self._send(handle, name, request, sender=self.lead_name)
+        )
         return request
 
     def accept_shutdown(
@@ -295,47 +282,75 @@ class TeamProtocol:
     ) -> ShutdownResponse:
         """Answer a ShutdownRequest with approval and ack it, in one transaction."""
         response = ShutdownResponse(request_id=request.request_id, approved=True)
-        with self.mailbox.transaction() as writer:
-            self._send(writer, self.lead_name, response, sender=name)
-            writer.ack(envelope)
+
+        def accept(handle: MailboxTransaction) -> None:
+            self._send(handle, self.lead_name, response, sender=name)
+            handle.ack(envelope)
+
+        self.mailbox.transaction(accept)
         return response
 
     def submit_plan(self, name: str, plan: str) -> PlanSubmission:
         """Record `plan` as `name`'s latest (pending) plan and send it to the Lead, atomically."""
-        if not plan.strip():
-            raise ProtocolError("empty_plan", "a plan needs some content")
+        require_name(name, "sender")
+        _require_content(plan, "plan")
         submission = PlanSubmission(request_id=self._request_id(), plan=plan)
-        try:
-            with self.mailbox.transaction() as writer:
-                writer.connection.execute(
-                    "INSERT INTO plans(request_id, agent, plan) VALUES (?, ?, ?)",
+
+        def submit(handle: MailboxTransaction) -> None:
+            try:
+                handle.connection.execute(
+                    "INSERT INTO plans (request_id, agent, plan) VALUES (?, ?, ?)",
                     (submission.request_id, name, plan),
                 )
-                self._send(writer, self.lead_name, submission, sender=name)
-        except sqlite3.IntegrityError:
-            raise ProtocolError(
-                "request_id_collision", f"request id {submission.request_id} was already used"
-            ) from None
+            except sqlite3.IntegrityError:
+                raise ProtocolError(
+                    "request_id_collision", f"request id {submission.request_id} was already used"
+                ) from None
+            self._send(handle, self.lead_name, submission, sender=name)
+
+        self.mailbox.transaction(submit)
         return submission
 
     def review_plan(self, request_id: str, *, approve: bool, feedback: str = "") -> PlanResponse:
-        """Send the Lead's verdict on a pending plan to its author (the gate moves on receipt)."""
+        """Send the Lead's verdict on a pending plan to its author (the gate moves on receipt).
+
+        One verdict per plan: a second review of the same plan is refused
+        (`plan_already_reviewed`), even before the teammate has read the first.
+        """
         response = PlanResponse(request_id=request_id, approved=approve, feedback=feedback)
-        with self.mailbox.transaction() as writer:
-            plan = _plan_by_request(writer.connection, request_id)
+
+        def review(handle: MailboxTransaction) -> None:
+            plan = _plan_by_request(handle.connection, request_id)
             if plan is None:
                 raise ProtocolError("unknown_plan_request", f"no plan with request id {request_id}")
-            latest = _latest_plan(writer.connection, plan.agent)
+            latest = _latest_plan(handle.connection, plan.agent)
             if latest is None or latest.request_id != request_id:
                 raise ProtocolError(
                     "stale_plan_request", f"{plan.agent} has submitted a newer plan since"
                 )
-            if plan.status is not PlanStatus.PENDING:
+            answered = handle.connection.execute(
+                "UPDATE plans SET verdict = ? WHERE request_id = ? AND verdict IS NULL",
+                ("approve" if approve else "reject", request_id),
+            ).rowcount
+            if answered != 1 or plan.status is not PlanStatus.PENDING:
                 raise ProtocolError(
-                    "plan_already_reviewed", f"plan {request_id} is already {plan.status}"
+                    "plan_already_reviewed", f"plan {request_id} already has the Lead's verdict"
                 )
-            self._send(writer, plan.agent, response, sender=self.lead_name)
+            self._send(handle, plan.agent, response, sender=self.lead_name)
+
+        self.mailbox.transaction(review)
         return response
+
+    def awaiting_review(self) -> list[PlanRecord]:
+        """Latest plans that are pending with no verdict yet, oldest first (the Lead's queue)."""
+        rows = self.mailbox.snapshot(
+            lambda connection: connection.execute(
+                f"SELECT {_PLAN_COLUMNS} FROM plans AS p WHERE verdict IS NULL"
+                " AND status = 'pending' AND sequence ="
+                " (SELECT max(sequence) FROM plans WHERE agent = p.agent) ORDER BY sequence"
+            ).fetchall()
+        )
+        return [_plan(row) for row in rows]
 
     def apply_plan_response(
         self, name: str, envelope: Envelope, response: PlanResponse
@@ -345,10 +360,13 @@ class TeamProtocol:
         A response for an unknown, foreign, superseded or already decided
         request is acked and ignored: the gate does not move.
         """
-        with self.mailbox.transaction() as writer:
-            decision = self._decide(writer.connection, name, response)
-            writer.ack(envelope)
-        return decision
+
+        def apply(handle: MailboxTransaction) -> PlanDecision:
+            decision = self._decide(handle.connection, name, response)
+            handle.ack(envelope)
+            return decision
+
+        return self.mailbox.transaction(apply)
 
     def _decide(
         self, connection: sqlite3.Connection, name: str, response: PlanResponse
@@ -373,15 +391,15 @@ class TeamProtocol:
 
     def latest_plan(self, name: str) -> PlanRecord | None:
         """`name`'s most recent plan, or None if it never submitted one."""
-        with self.mailbox.reading() as connection:
-            return _latest_plan(connection, name)
+        return self.mailbox.snapshot(lambda connection: _latest_plan(connection, name))
 
     def plans(self) -> list[PlanRecord]:
         """Every submitted plan, oldest first."""
-        with self.mailbox.reading() as connection:
-            rows = connection.execute(
+        rows = self.mailbox.snapshot(
+            lambda connection: connection.execute(
                 f"SELECT {_PLAN_COLUMNS} FROM plans ORDER BY sequence"
             ).fetchall()
+        )
         return [_plan(row) for row in rows]
 
     def plan_allows_effectful(self, name: str) -> bool:
@@ -404,3 +422,10 @@ class TeamProtocol:
             self.mailbox.ack(envelope)
             deliveries.append(delivery)
         return deliveries
+
+
+def _require_content(text: str, what: str) -> None:
+    problem = text_problem(text, required=True)
+    if problem is not None:
+        empty = isinstance(text, str) and not text.strip()
+        raise ProtocolError(f"{'empty' if empty else 'invalid'}_{what}", f"a {what} {problem}")

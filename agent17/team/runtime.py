@@ -23,13 +23,12 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Final
 
-from agent17.domain import TaskStatus, completed_ids, is_ready
+from agent17.domain import Refusal, TaskStatus, completed_ids, is_ready
 from agent17.team.lockstep import Lockstep
 from agent17.team.mailbox import Mailbox
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
 from agent17.team.sleepers import EventSleeper, Sleeper
 from agent17.team.teammate import EMPTY_TICKS, Teammate, TeammateAgent, TickKind, TickOutcome
-from agent17.tools.base import ToolError
 from agent17.work_stealing import WiringError, WorkStealingRuntime
 
 TEAMMATE_NAME: Final = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
@@ -46,7 +45,7 @@ class TeammateStateError(WiringError):
     """The runtime was configured in the wrong order, twice, or after start."""
 
 
-class TeamError(ToolError):
+class TeamError(Refusal):
     """A known refusal about teammates (bad or duplicate name, unknown recipient)."""
 
 

@@ -36,7 +36,7 @@ from agent17.team.protocol import (
     TeamProtocol,
     TextMessage,
 )
-from agent17.wire import claim_payload
+from agent17.wire import claim_payload, wire_clock
 from agent17.work_stealing import WorkStealingRuntime
 
 
@@ -97,20 +97,29 @@ class TickOutcome:
     detail: str = ""
 
     def describe(self) -> str:
-        """One readable line for logs, timelines and notebooks."""
-        head = f"{self.teammate}: {self.kind.value}"
-        if self.claim is not None:
-            task = self.claim.task
-            head += f" task {task.subject!r} ({task.id})"
-        elif self.message is not None and self.envelope is not None:
-            head += f" {self.message.kind.value} from {self.envelope.sender}"
-        elif self.envelope is not None:
-            head += f" message #{self.envelope.sequence} from {self.envelope.sender}"
-        if self.detail:
-            head += f" - {self.detail}"
-        if self.final_text:
-            head += f" -> {self.final_text!r}"
-        return head
+        """One readable line for logs, timelines and notebooks (the only describer of a tick)."""
+        name, kind = self.teammate, self.kind
+        sender = self.envelope.sender if self.envelope is not None else "?"
+        if kind is TickKind.CLAIMED and self.claim is not None:
+            lease = wire_clock(self.claim.lease_expires_at_utc)
+            return (
+                f"{name}: claimed {self.claim.task.subject} (lease until {lease})"
+                f" -> {self.final_text!r}"
+            )
+        if kind is TickKind.PROTOCOL_HANDLED and self.message is not None:
+            return (
+                f"{name}: protocol_handled {self.message.kind.value} from {sender}"
+                f" ({self.detail}); no task taken"
+            )
+        if kind is TickKind.MESSAGE_HANDLED:
+            return f"{name}: message_handled from {sender} -> {self.final_text!r}; no task taken"
+        if kind is TickKind.MESSAGE_REJECTED:
+            return f"{name}: message_rejected from {sender} ({self.detail}); no task taken"
+        if kind is TickKind.PLAN_BLOCKED:
+            return f"{name}: plan_blocked ({self.detail}); no claim, no write"
+        if kind is TickKind.IDLE:
+            return f"{name}: idle (nothing ready to claim)"
+        return f"{name}: closed (shut down; does nothing)"
 
 
 class Teammate:
@@ -224,3 +233,8 @@ class Teammate:
         detail: str = "",
     ) -> TickOutcome:
         return TickOutcome(self.name, kind, envelope, message, claim, final_text, detail)
+
+
+def describe_outcome(outcome: TickOutcome) -> str:
+    """One pass of the idle loop as a log line (the same as `outcome.describe()`)."""
+    return outcome.describe()

@@ -9,36 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agent17.claims import ToolContext
-from agent17.domain import CANONICAL_UUID, TaskError
-
-TaskId = Annotated[
-    str,
-    Field(
-        pattern=CANONICAL_UUID.pattern,
-        description="A canonical UUID: lowercase, hyphenated, 36 characters.",
-    ),
-]
-"""A task id or claim token as tool input: a canonical UUID string."""
+from agent17.domain import Refusal
+from agent17.inputs import describe_validation_error
 
 
-class StrictInput(BaseModel):
-    """Base of every tool input model: unknown fields (such as `owner`) are refused."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class ToolError(Exception):
-    """A known refusal of a non-task tool (file, shell, message); `code` is stable."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+class ToolError(Refusal):
+    """A known refusal of a non-task tool (file, shell); `code` is stable."""
 
 
 def error_result(code: str, message: str) -> dict[str, Any]:
@@ -46,13 +27,12 @@ def error_result(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
-def describe_validation_error(error: ValidationError) -> str:
-    """A short, model-readable account of what was wrong with the arguments."""
-    parts = []
-    for item in error.errors(include_url=False):
-        where = ".".join(str(part) for part in item["loc"]) or "arguments"
-        parts.append(f"{where}: {item['msg']}")
-    return "; ".join(parts)
+def result_error(result: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The (code, message) of a refused call's result, or None for a success: the one reader."""
+    error = result.get("error")
+    if not isinstance(error, Mapping):
+        return None
+    return str(error.get("code")), str(error.get("message", ""))
 
 
 InputT = TypeVar("InputT", bound=BaseModel)
@@ -83,7 +63,7 @@ class ToolDefinition(Generic[InputT]):
             return error_result("invalid_arguments", describe_validation_error(error))
         try:
             return self.handler(parsed, context)
-        except (TaskError, ToolError) as error:
+        except Refusal as error:
             return error_result(error.code, error.message)
 
 

@@ -1,4 +1,8 @@
-"""The five leased task tools: create_task, get_task, list_tasks, claim_task, complete_task."""
+"""The five leased task tools (create, get, list, claim, complete) and who gets which.
+
+Lead and one-shot subagent get all five; a teammate gets four: it reads,
+claims and completes, but never grows the graph (no create_task).
+"""
 
 from __future__ import annotations
 
@@ -7,15 +11,18 @@ from typing import Any
 from pydantic import Field
 
 from agent17.claims import DirectTaskClaimService, LeasedTaskStore, ToolContext
-from agent17.tools.base import AnyTool, StrictInput, TaskId, ToolDefinition
+from agent17.inputs import RequiredText, StrictInput, Text
+from agent17.inputs import Uuid as TaskId
+from agent17.tools.base import AnyTool, ToolDefinition, ToolRegistry
 from agent17.wire import claim_payload, task_payload
+from agent17.work_stealing import WorkStealingRuntime
 
 
 class CreateTaskInput(StrictInput):
     """Arguments of create_task."""
 
-    subject: str = Field(min_length=1, description="A short title for the task.")
-    description: str = Field(default="", description="What done looks like.")
+    subject: RequiredText = Field(description="A short title for the task.")
+    description: Text = Field(default="", description="What done looks like.")
     blocked_by: list[TaskId] = Field(
         default_factory=list, description="Ids of existing tasks that must complete first."
     )
@@ -90,3 +97,18 @@ def leased_task_tool_definitions(
             complete,
         ),
     )
+
+
+def register_leased_task_tools(registry: ToolRegistry, runtime: WorkStealingRuntime) -> None:
+    """Give the Lead or a one-shot subagent all five task tools."""
+    for tool in leased_task_tool_definitions(runtime.store, runtime.claim_service):
+        registry.register(tool)
+
+
+def register_teammate_leased_task_tools(
+    registry: ToolRegistry, runtime: WorkStealingRuntime
+) -> None:
+    """Give a teammate the four worker tools: everything but create_task."""
+    for tool in leased_task_tool_definitions(runtime.store, runtime.claim_service):
+        if tool.name != "create_task":
+            registry.register(tool)

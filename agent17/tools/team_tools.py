@@ -12,15 +12,16 @@ from typing import Any
 from pydantic import Field
 
 from agent17.claims import ToolContext
+from agent17.inputs import Name, RequiredText, StrictInput, Text
 from agent17.team.protocol import RequestId
 from agent17.team.runtime import TeamError, TeammateRuntime
-from agent17.tools.base import AnyTool, StrictInput, ToolDefinition
+from agent17.tools.base import AnyTool, ToolDefinition
 
 
 class SpawnTeammateInput(StrictInput):
     """Arguments of spawn_teammate."""
 
-    name: str = Field(
+    name: Name = Field(
         description="The new teammate's name: lowercase letters, digits, _ or -, unique."
     )
 
@@ -28,14 +29,14 @@ class SpawnTeammateInput(StrictInput):
 class SendMessageInput(StrictInput):
     """Arguments of send_message."""
 
-    to: str = Field(min_length=1, description="The recipient: the Lead or a teammate's name.")
-    content: str = Field(min_length=1, description="The message text.")
+    to: Name = Field(description="The recipient: the Lead or a teammate's name.")
+    content: RequiredText = Field(description="The message text.")
 
 
 class RequestShutdownInput(StrictInput):
     """Arguments of request_shutdown."""
 
-    name: str = Field(min_length=1, description="The teammate to ask to shut down.")
+    name: Name = Field(description="The teammate to ask to shut down.")
 
 
 class ReviewPlanInput(StrictInput):
@@ -43,13 +44,13 @@ class ReviewPlanInput(StrictInput):
 
     request_id: RequestId = Field(description="The request_id of the submitted plan.")
     approve: bool = Field(description="True to approve the plan, false to reject it.")
-    feedback: str = Field(default="", description="Why, or what to change.")
+    feedback: Text = Field(default="", description="Why, or what to change.")
 
 
 class SubmitPlanInput(StrictInput):
     """Arguments of submit_plan."""
 
-    plan: str = Field(min_length=1, description="What you intend to do, step by step.")
+    plan: RequiredText = Field(description="What you intend to do, step by step.")
 
 
 def _recipient_check(runtime: TeammateRuntime, sender: str, to: str) -> None:

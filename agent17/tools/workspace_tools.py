@@ -19,7 +19,8 @@ from typing import Any
 from pydantic import Field
 
 from agent17.claims import ToolContext
-from agent17.tools.base import AnyTool, StrictInput, ToolDefinition, ToolError
+from agent17.inputs import RequiredText, StrictInput, Text
+from agent17.tools.base import AnyTool, ToolDefinition, ToolError
 
 PROTECTED_DIRECTORY = ".agent_tutorial"
 DEFAULT_SHELL_TIMEOUT_SECONDS = 60.0
@@ -29,20 +30,20 @@ DEFAULT_MAX_OUTPUT_CHARS = 10_000
 class ShellInput(StrictInput):
     """Arguments of shell."""
 
-    command: str = Field(min_length=1, description="A shell command, run in the workspace.")
+    command: RequiredText = Field(description="A shell command, run in the workspace.")
 
 
 class ReadFileInput(StrictInput):
     """Arguments of read_file."""
 
-    path: str = Field(min_length=1, description="A file path relative to the workspace.")
+    path: RequiredText = Field(description="A file path relative to the workspace.")
 
 
 class WriteFileInput(StrictInput):
     """Arguments of write_file."""
 
-    path: str = Field(min_length=1, description="A file path relative to the workspace.")
-    content: str = Field(description="The whole new content of the file (UTF-8 text).")
+    path: RequiredText = Field(description="A file path relative to the workspace.")
+    content: Text = Field(description="The whole new content of the file (UTF-8 text).")
 
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:

@@ -4,6 +4,8 @@ A student does not need to read this package: each notebook cell calls one
 function here and gets one picture.
 """
 
+from agent17.team.teammate import describe_outcome
+from agent17.viz.approvals import ButtonApprover
 from agent17.viz.dag import (
     STYLES,
     active_leases,
@@ -14,7 +16,7 @@ from agent17.viz.dag import (
     short_id,
 )
 from agent17.viz.replay import board_at, describe_event, replay_slider
-from agent17.viz.stepper import ButtonApprover, TeamStepper, describe_outcome
+from agent17.viz.stepper import TeamStepper
 from agent17.viz.timeline import LeaseBar, LeaseTimeline, lease_timeline
 
 __all__ = [

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 import ipywidgets as widgets
 
 from agent17.domain import EventKind, Task, TaskEvent, TaskStatus
-from agent17.viz.dag import active_leases, board_digraph, wire_clock
+from agent17.viz.dag import active_leases, board_digraph
+from agent17.wire import wire_clock
 
 
 class EventSource(Protocol):

@@ -9,18 +9,11 @@ the team's ManualClock, to let a lease run out), the Lead's actions (each one
 runs the Lead's own tool: send_message, request_shutdown, review_plan) and a
 log. The DAG is redrawn after every click.
 
-Approvals. A teammate's effectful tool call (write_file, shell) asks the
-permission policy's approver in the middle of its tick. With a
-`ButtonApprover` as the team's approver, a step runs the tick on a short-lived
-helper thread and the click waits until that tick either finishes or parks
-on an approval request; then the panel shows "approve request" and "deny
-request". Answering resumes the parked tick, and the click waits again until
-it finishes or parks once more. Every widget is updated from the thread that
-handled the click, never from the helper, and every wait is bounded, so the
-same clicks always give the same story. `ButtonApprover.decide_next()`
-answers the next request in advance instead (the "decide before the step"
-pattern); a request from any other thread (the autonomous runtime) is denied,
-as it would be with no approver at all.
+Approvals (`viz/approvals.py`): with a `ButtonApprover` as the team's
+approver, a step runs the tick on a helper thread and the click waits until
+that tick finishes or parks on an approval request; the approve/deny buttons
+resume it. Every widget is updated from the thread that handled the click,
+never from the helper, and every wait is bounded.
 
 Output widgets are filled kernel-side (never `with out:`), so tests and
 notebooks can read what the student sees: `log`, `last_outcome`,
@@ -30,11 +23,8 @@ notebooks can read what the student sees: `log`, `last_outcome`,
 from __future__ import annotations
 
 import html
-import json
-import threading
 import traceback
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -45,205 +35,20 @@ from agent17.claims import ToolContext
 from agent17.deterministic import ManualClock
 from agent17.domain import EventKind, TaskStatus, utc_now
 from agent17.team.protocol import (
-    MessageKind,
     PlanRecord,
-    PlanResponse,
-    PlanStatus,
-    decode_message,
 )
-from agent17.team.teammate import TickKind, TickOutcome
-from agent17.viz.dag import active_leases, board_digraph, wire_clock
+from agent17.team.teammate import TickOutcome
+from agent17.tools.base import result_error
+from agent17.viz.approvals import ButtonApprover, TickJob, describe_request
+from agent17.viz.dag import active_leases, board_digraph
 from agent17.viz.replay import describe_event
+from agent17.wire import wire_clock
 
 if TYPE_CHECKING:
     from agent17.bootstrap import Team
 
 DEFAULT_STEP_TIMEOUT_SECONDS: Final = 60.0
-DEFAULT_ANSWER_TIMEOUT_SECONDS: Final = 900.0
 LOG_LINES_SHOWN: Final = 14
-
-
-# ---------------------------------------------------------------------------
-# Approvals that wait for a button
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalAnswer:
-    """One answered approval request: the request, the verdict, and who gave it."""
-
-    request: ApprovalRequest
-    approved: bool
-    how: str
-
-
-@dataclass(slots=True)
-class _TickJob:
-    """One tick running on a helper thread (set and read under the approver's condition)."""
-
-    name: str
-    thread: threading.Thread | None = None
-    done: bool = False
-    outcome: TickOutcome | None = None
-    error: BaseException | None = None
-
-
-@dataclass(slots=True)
-class _Parked:
-    request: ApprovalRequest
-    job: _TickJob
-    answer: bool | None = None
-
-
-class ButtonApprover:
-    """An Approver whose requests wait for the stepper's approve/deny buttons.
-
-    Pass it as `TeamSettings(approver=...)`. A request made by a tick that the
-    stepper runs parks that tick until `answer()` (the buttons call it), or
-    until `answer_timeout` seconds pass (then: denied). `decide_next()` queues
-    answers in advance. Any other caller is denied at once: nobody is at the
-    buttons for it.
-    """
-
-    def __init__(self, *, answer_timeout: float = DEFAULT_ANSWER_TIMEOUT_SECONDS) -> None:
-        self.answer_timeout = answer_timeout
-        # One condition guards the parked requests, the queued answers and the tick jobs.
-        self.condition = threading.Condition()
-        self._local = threading.local()
-        self._queued: list[bool] = []
-        self._parked: list[_Parked] = []
-        self._answers: list[ApprovalAnswer] = []
-
-    def __call__(self, request: ApprovalRequest) -> bool:
-        """Answer `request`: a queued answer, else park until a button answers, else deny."""
-        with self.condition:
-            if self._queued:
-                return self._record(request, self._queued.pop(0), "decided before the step")
-            job: _TickJob | None = getattr(self._local, "job", None)
-            if job is None:
-                return self._record(request, False, "nobody at the buttons")
-            parked = _Parked(request, job)
-            self._parked.append(parked)
-            self.condition.notify_all()
-            answered = self.condition.wait_for(
-                lambda: parked.answer is not None, self.answer_timeout
-            )
-            if parked in self._parked:
-                self._parked.remove(parked)
-            if not answered:
-                return self._record(request, False, "no answer in time")
-            return self._record(request, bool(parked.answer), "button")
-
-    def _record(self, request: ApprovalRequest, approved: bool, how: str) -> bool:
-        self._answers.append(ApprovalAnswer(request, approved, how))
-        self.condition.notify_all()
-        return approved
-
-    def decide_next(self, approve: bool) -> None:
-        """Answer the next request in advance, without parking (decide before the step)."""
-        with self.condition:
-            self._queued.append(approve)
-
-    @property
-    def pending(self) -> ApprovalRequest | None:
-        """The oldest request waiting for a button, or None."""
-        with self.condition:
-            waiting = [parked for parked in self._parked if parked.answer is None]
-            return waiting[0].request if waiting else None
-
-    @property
-    def answers(self) -> tuple[ApprovalAnswer, ...]:
-        """Every request answered so far, oldest first."""
-        with self.condition:
-            return tuple(self._answers)
-
-    def answer(self, approve: bool) -> ApprovalRequest:
-        """Answer the oldest waiting request (LookupError if none is waiting)."""
-        with self.condition:
-            waiting = [parked for parked in self._parked if parked.answer is None]
-            if not waiting:
-                raise LookupError("no approval request is waiting")
-            waiting[0].answer = approve
-            self.condition.notify_all()
-            return waiting[0].request
-
-    def _parked_job(self, job: _TickJob) -> bool:
-        return any(parked.job is job and parked.answer is None for parked in self._parked)
-
-    def _start(self, name: str, tick: Callable[[], TickOutcome]) -> _TickJob:
-        job = _TickJob(name)
-
-        def run() -> None:
-            # Marks this thread as one the buttons answer for.
-            self._local.job = job
-            try:
-                outcome = tick()
-            except BaseException as error:  # handed to the clicking thread, which re-raises it
-                with self.condition:
-                    job.error = error
-            else:
-                with self.condition:
-                    job.outcome = outcome
-            finally:
-                with self.condition:
-                    job.done = True
-                    self.condition.notify_all()
-
-        # Daemon: a tick forgotten while parked must never keep the kernel from exiting.
-        job.thread = threading.Thread(target=run, name=f"agent17-step-{name}", daemon=True)
-        job.thread.start()
-        return job
-
-    def _settle(self, job: _TickJob, timeout: float) -> bool:
-        """Wait until `job` has finished or parked on a request; False if `timeout` passed."""
-        with self.condition:
-            return self.condition.wait_for(lambda: job.done or self._parked_job(job), timeout)
-
-
-# ---------------------------------------------------------------------------
-# Readable lines
-# ---------------------------------------------------------------------------
-
-
-def describe_outcome(outcome: TickOutcome) -> str:
-    """One pass of the idle loop as a log line: 'alice: claimed A -> 'Completed A.''."""
-    name, kind = outcome.teammate, outcome.kind
-    sender = outcome.envelope.sender if outcome.envelope is not None else "?"
-    if kind is TickKind.CLAIMED and outcome.claim is not None:
-        lease = wire_clock(outcome.claim.lease_expires_at_utc)
-        return (
-            f"{name}: claimed {outcome.claim.task.subject} (lease until {lease})"
-            f" -> {outcome.final_text!r}"
-        )
-    if kind is TickKind.PROTOCOL_HANDLED and outcome.message is not None:
-        return (
-            f"{name}: protocol_handled {outcome.message.kind.value} from {sender}"
-            f" ({outcome.detail}); no task taken"
-        )
-    if kind is TickKind.MESSAGE_HANDLED:
-        return f"{name}: message_handled from {sender} -> {outcome.final_text!r}; no task taken"
-    if kind is TickKind.PLAN_BLOCKED:
-        return f"{name}: plan_blocked ({outcome.detail}); no claim, no write"
-    if kind is TickKind.IDLE:
-        return f"{name}: idle (nothing ready to claim)"
-    if kind is TickKind.CLOSED:
-        return f"{name}: closed (shut down; does nothing)"
-    return outcome.describe()
-
-
-def describe_request(request: ApprovalRequest, *, width: int = 90) -> str:
-    """An approval request as one line: who wants to run which tool with what."""
-    arguments = json.dumps(dict(request.arguments), sort_keys=True)
-    if len(arguments) > width:
-        arguments = arguments[: width - 3] + "..."
-    return f"{request.identity} asks to run {request.tool} {arguments}"
-
-
-def _tool_line(tool: str, result: Mapping[str, Any]) -> str:
-    error = result.get("error")
-    if isinstance(error, Mapping):
-        return f"{tool} -> {error.get('code')}: {error.get('message')}"
-    return f"{tool} -> ok"
 
 
 # ---------------------------------------------------------------------------
@@ -274,7 +79,7 @@ class TeamStepper:
             approvals = team.settings.approver
         self.approvals = approvals
         self.step_timeout = step_timeout
-        self._jobs: dict[str, _TickJob] = {}
+        self._jobs: dict[str, TickJob] = {}
         self._log: list[str] = []
         self._errors: list[str] = []
         self._last_outcome: TickOutcome | None = None
@@ -407,7 +212,7 @@ class TeamStepper:
         if job is None:
             if self.approvals is None:
                 return self._finish(teammate.tick())
-            job = self.approvals._start(name, teammate.tick)
+            job = self.approvals.start(name, teammate.tick)
             self._jobs[name] = job
         return self._follow(job)
 
@@ -445,25 +250,8 @@ class TeamStepper:
 
     def latest_pending_plan(self) -> PlanRecord | None:
         """The most recent plan the Lead has not answered yet, or None."""
-        protocol = self.team.protocol
-        for plan in reversed(protocol.plans()):
-            if plan.status is not PlanStatus.PENDING or protocol.latest_plan(plan.agent) != plan:
-                continue
-            # The gate moves only when the teammate reads the verdict: a plan
-            # stays pending until then, but it must not be answered twice.
-            if plan.request_id not in self._answered_plans(plan.agent):
-                return plan
-        return None
-
-    def _answered_plans(self, agent: str) -> set[str]:
-        answered = set()
-        for envelope in self.team.mailbox.messages(agent):
-            if envelope.kind != MessageKind.PLAN_RESPONSE.value:
-                continue
-            message = decode_message(envelope.kind, envelope.body)
-            if isinstance(message, PlanResponse):
-                answered.add(message.request_id)
-        return answered
+        waiting = self.team.protocol.awaiting_review()
+        return waiting[-1] if waiting else None
 
     def review_latest_plan(self, *, approve: bool, feedback: str = "") -> dict[str, Any]:
         """The Lead approves or rejects the latest pending plan (through review_plan)."""
@@ -487,9 +275,9 @@ class TeamStepper:
 
     # -- inside ---------------------------------------------------------------------
 
-    def _follow(self, job: _TickJob) -> TickOutcome | None:
+    def _follow(self, job: TickJob) -> TickOutcome | None:
         assert self.approvals is not None
-        if not self.approvals._settle(job, self.step_timeout):
+        if not self.approvals.settle(job, self.step_timeout):
             raise TimeoutError(
                 f"{job.name}'s step neither finished nor asked for approval"
                 f" within {self.step_timeout:g} s"
@@ -510,7 +298,7 @@ class TeamStepper:
 
     def _finish(self, outcome: TickOutcome) -> TickOutcome:
         self._last_outcome = outcome
-        self._say(describe_outcome(outcome))
+        self._say(outcome.describe())
         self.refresh()
         return outcome
 
@@ -622,7 +410,7 @@ class TeamStepper:
         self.buttons["reject plan"].disabled = not plan_waiting
 
         done = sum(task.status is TaskStatus.COMPLETED for task in tasks)
-        last = describe_outcome(self._last_outcome) if self._last_outcome else "no step yet"
+        last = self._last_outcome.describe() if self._last_outcome else "no step yet"
         self.status.value = html.escape(
             f"{wire_clock(now)} · {done}/{len(tasks)} completed · last step: {last}"
         )
@@ -632,3 +420,8 @@ class TeamStepper:
             + html.escape("\n".join(shown) or "(no clicks yet)")
             + "</pre>"
         )
+
+
+def _tool_line(tool: str, result: Mapping[str, Any]) -> str:
+    error = result_error(result)
+    return f"{tool} -> ok" if error is None else f"{tool} -> {error[0]}: {error[1]}"

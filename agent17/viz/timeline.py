@@ -18,7 +18,8 @@ from html import escape
 from typing import Final, Literal
 
 from agent17.domain import EventKind, Task, TaskEvent
-from agent17.viz.dag import short_id, wire_clock
+from agent17.viz.dag import short_id
+from agent17.wire import wire_clock
 
 Outcome = Literal["completed", "expired", "open"]
 

@@ -1,0 +1,313 @@
+"""The one way agent17 opens a SQLite state file, and its one transaction helper.
+
+The task board, the team's mailbox (with its plans) and the idempotency
+ledger are each one SQLite file under `<workspace>/.agent_tutorial/`, and
+each is opened here, the same way:
+
+1. the path is checked (realpath, no links, one hard link: `paths.py`);
+2. a file that already has content is probed on a *read-only* connection: it
+   must be SQLite, carry this schema's version and hold exactly the schema's
+   tables, indexes and triggers, and pass `PRAGMA quick_check`. Anything else
+   is refused and left byte-identical (a read-write connection would fold a
+   crashed writer's WAL into the file when it closed);
+3. the read-write connection: autocommit (we write BEGIN ourselves), a busy
+   timeout, foreign keys on, WAL with synchronous=FULL; an empty file gets the
+   whole schema file in one transaction.
+
+Every later operation goes through `transaction()`: BEGIN, the work, COMMIT,
+with the BEGIN and everything after it inside one `try` that rolls back on
+any BaseException (a Ctrl-C included). So an interrupt at any point leaves no
+transaction open and no lock held, and the same object keeps working. Inside
+the transaction the file's identity is checked first: a board replaced under
+an open store (a backup restore, a sync tool's `os.replace`) is refused
+instead of written to an orphaned inode.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Final, TypeVar
+
+from agent17.domain import ErrorCode, Refusal
+from agent17.store.paths import RefusalFactory, check_state_file, safe_state_file
+
+BUSY_TIMEOUT_SECONDS: Final = 30.0
+"""How long a writer waits for another's BEGIN IMMEDIATE before "database is locked"."""
+
+SQLITE_HEADER: Final = b"SQLite format 3\x00"
+# Primary result codes that mean "this file is not an intact database".
+_UNREADABLE_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+T = TypeVar("T")
+SchemaObject = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A versioned schema file: the SQL that creates a state database, and how to recognise one.
+
+    `sql_file` is read as package data from `package`. Its metadata table holds
+    one row `('schema_version', version)`; `what` names the database in messages.
+    """
+
+    package: str
+    sql_file: str
+    version: str
+    metadata_table: str
+    what: str
+
+    @cached_property
+    def sql(self) -> str:
+        """The whole schema file."""
+        return resources.files(self.package).joinpath(self.sql_file).read_text(encoding="utf-8")
+
+    @cached_property
+    def objects(self) -> frozenset[SchemaObject]:
+        """Every table, index and trigger the schema creates, as SQLite records them."""
+        reference = sqlite3.connect(":memory:")
+        try:
+            reference.executescript(self.sql)
+            return frozenset(_schema_objects(reference))
+        finally:
+            reference.close()
+
+
+def _schema_objects(connection: sqlite3.Connection) -> list[SchemaObject]:
+    # SQLite's own tables (sqlite_sequence, sqlite_stat1 after ANALYZE) are not ours.
+    rows = connection.execute(
+        "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master"
+        " WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+    ).fetchall()
+    return [(str(a), str(b), str(c), str(d)) for a, b, c, d in rows]
+
+
+class StateDatabase:
+    """One checked, versioned SQLite state file behind one connection and one lock.
+
+    Safe to share between threads (calls are serialised by the lock); any
+    number of instances, in one or many processes, may open the same file.
+    `refusal` is the error class its refusals are raised as (TaskError for
+    the board, MailboxError for the mailbox), with the store's codes.
+    """
+
+    def __init__(
+        self,
+        workspace: str | os.PathLike[str],
+        file_name: str,
+        schema: Schema,
+        refusal: RefusalFactory,
+    ) -> None:
+        self.schema = schema
+        self._refusal = refusal
+        self.path: Path = safe_state_file(workspace, file_name, refusal)
+        self.workspace: Path = self.path.parent.parent
+        self._lock = threading.Lock()
+        before = check_state_file(self.path, self.workspace, refusal)
+        if before is not None and before.st_size > 0:
+            self._probe_read_only()
+        self._connection = sqlite3.connect(
+            self.path,
+            isolation_level=None,  # autocommit: every transaction is our explicit BEGIN
+            check_same_thread=False,  # shared between threads behind self._lock
+            timeout=BUSY_TIMEOUT_SECONDS,
+        )
+        try:
+            opened = check_state_file(self.path, self.workspace, refusal)
+            # The file may have been swapped between the check and the open.
+            if opened is None or (
+                before is not None and (before.st_dev, before.st_ino) != _identity(opened)
+            ):
+                raise refusal(ErrorCode.UNSAFE_STORE_PATH, f"{self.path} changed while opening")
+            self._identity = _identity(opened)
+            self._connection.row_factory = sqlite3.Row  # rows are read by column name
+            self._connection.execute("PRAGMA foreign_keys = ON")
+            # WAL: readers never block the writer. FULL: a commit survives a power cut,
+            # so a claim the store reported is never forgotten (README, "Durability").
+            self._connection.execute("PRAGMA journal_mode = WAL")
+            self._connection.execute("PRAGMA synchronous = FULL")
+            self._create_or_verify()
+        except BaseException:
+            self._connection.close()
+            raise
+
+    # -- opening ---------------------------------------------------------------------
+
+    def _probe_read_only(self) -> None:
+        with open(self.path, "rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+        if header != SQLITE_HEADER:
+            raise self._refusal(
+                ErrorCode.SCHEMA_VERSION_MISMATCH,
+                f"{self.path} exists but is not a SQLite database, so not {self.schema.what};"
+                " it was left untouched",
+            )
+        sidecars = [self.path.with_name(self.path.name + end) for end in ("-wal", "-shm")]
+        existed = [sidecar.exists() for sidecar in sidecars]
+        probe = sqlite3.connect(
+            f"{self.path.as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_SECONDS
+        )
+        try:
+            self._verify(probe, deep=True)
+        except sqlite3.DatabaseError as error:
+            probe.close()
+            self._remove_probe_sidecars(sidecars, existed)
+            raise self._unreadable(error) from None
+        except BaseException:
+            probe.close()
+            self._remove_probe_sidecars(sidecars, existed)
+            raise
+        probe.close()
+
+    @staticmethod
+    def _remove_probe_sidecars(sidecars: list[Path], existed: list[bool]) -> None:
+        # A refused file is left as it was found: the empty -wal and the -shm that
+        # the read-only probe itself created go again (one with content stays).
+        wal, shm = sidecars
+        if not existed[0] and wal.exists() and wal.stat().st_size == 0:
+            wal.unlink(missing_ok=True)
+            if not existed[1]:
+                shm.unlink(missing_ok=True)
+
+    def _create_or_verify(self) -> None:
+        def create(connection: sqlite3.Connection) -> bool:
+            if _schema_objects(connection):
+                return False
+            # The schema file whole, in one transaction of its own: a crash leaves no half schema.
+            connection.executescript(f"BEGIN IMMEDIATE;\n{self.schema.sql}\nCOMMIT;")
+            return True
+
+        try:
+            self._run(create, begin=None)
+        except sqlite3.OperationalError as error:
+            # Another process created the schema between our look and our BEGIN.
+            if "already exists" not in str(error):
+                raise
+        self._run(lambda connection: self._verify(connection, deep=False), begin="BEGIN")
+
+    def _verify(self, connection: sqlite3.Connection, *, deep: bool) -> None:
+        schema, path = self.schema, self.path
+        found = frozenset(_schema_objects(connection))
+        if not found:
+            return
+        tables = {name for kind, name, _, _ in found if kind == "table"}
+        if schema.metadata_table not in tables:
+            raise self._refusal(
+                ErrorCode.SCHEMA_VERSION_MISMATCH,
+                f"{path} is a SQLite database but not {schema.what} (it has no"
+                f" {schema.metadata_table}); it was left untouched",
+            )
+        try:
+            row = connection.execute(
+                f"SELECT value FROM {schema.metadata_table} WHERE key = 'schema_version'"
+            ).fetchone()
+        except sqlite3.OperationalError:  # a table of that name, but not ours
+            row = ("unreadable",)
+        version = None if row is None else row[0]
+        if version != schema.version:
+            raise self._refusal(
+                ErrorCode.SCHEMA_VERSION_MISMATCH,
+                f"{path} has {schema.what} schema version {version!r}; this agent17 needs"
+                f" {schema.version!r}. The file was left untouched.",
+            )
+        if found != schema.objects:
+            missing = sorted(name for _, name, _, _ in schema.objects - found)
+            extra = sorted(name for _, name, _, _ in found - schema.objects)
+            raise self._refusal(
+                ErrorCode.STORE_UNREADABLE,
+                f"{path} is not an intact {schema.what}: missing or changed"
+                f" {missing or 'nothing'}, unexpected {extra or 'nothing'}; it was left untouched",
+            )
+        if deep:
+            problems = [str(line) for (line,) in connection.execute("PRAGMA quick_check")]
+            if problems != ["ok"]:
+                raise self._refusal(
+                    ErrorCode.STORE_UNREADABLE,
+                    f"{path} is damaged ({problems[0]}); it was left untouched",
+                )
+
+    def _unreadable(self, error: sqlite3.DatabaseError) -> Refusal:
+        return self._refusal(
+            ErrorCode.STORE_UNREADABLE,
+            f"{self.path} is not an intact {self.schema.what} ({error}); it was left untouched",
+        )
+
+    # -- the one transaction helper ---------------------------------------------------
+
+    def transaction(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `operation` in one BEGIN IMMEDIATE transaction: commit, or roll back on anything."""
+        return self._run(operation, begin="BEGIN IMMEDIATE")
+
+    def snapshot(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """Run read-only `operation` in one read transaction (a consistent snapshot, no lock)."""
+        return self._run(operation, begin="BEGIN")
+
+    def _run(self, operation: Callable[[sqlite3.Connection], T], *, begin: str | None) -> T:
+        connection = self._connection
+        with self._lock:
+            try:
+                # BEGIN is inside the try: a Ctrl-C that lands while it waits for the
+                # lock, or right after it succeeds, still reaches the rollback below.
+                if begin is not None:
+                    connection.execute(begin)
+                    self._check_identity()
+                result = operation(connection)
+                if connection.in_transaction:
+                    connection.execute("COMMIT")
+                return result
+            except sqlite3.DatabaseError as error:
+                self._rollback()
+                if (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF in _UNREADABLE_CODES:
+                    raise self._unreadable(error) from None
+                raise
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _rollback(self) -> None:
+        # Keep trying through a second Ctrl-C: leaving the transaction open would
+        # hold the write lock against every other process until this one exits.
+        while True:
+            try:
+                if self._connection.in_transaction:
+                    self._connection.execute("ROLLBACK")
+                return
+            except KeyboardInterrupt:
+                continue
+            except sqlite3.Error:
+                return  # the connection is gone or SQLite already rolled back
+
+    def _check_identity(self) -> None:
+        try:
+            now = os.lstat(self.path)
+        except FileNotFoundError:
+            raise self._refusal(
+                ErrorCode.UNSAFE_STORE_PATH, f"{self.path} was removed while open"
+            ) from None
+        if _identity(now) != self._identity or now.st_nlink != 1:
+            raise self._refusal(
+                ErrorCode.UNSAFE_STORE_PATH,
+                f"{self.path} is no longer the file this {self.schema.what} opened"
+                " (replaced, moved or linked); open it again",
+            )
+
+    @property
+    def total_changes(self) -> int:
+        """Rows this connection has changed since it opened (proves "zero writes")."""
+        with self._lock:
+            return self._connection.total_changes
+
+    def close(self) -> None:
+        """Close the connection; the file stays for the next opener."""
+        with self._lock:
+            self._connection.close()
+
+
+def _identity(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino

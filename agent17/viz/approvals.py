@@ -1,0 +1,166 @@
+"""Approvals that wait for a button: the stepper's human in the loop.
+
+A teammate's effectful tool call (write_file, shell) asks the permission
+policy's approver in the middle of its tick. With a `ButtonApprover` as the
+team's approver, the stepper runs each tick on a short-lived helper thread
+(`start`); the click waits (`settle`) until that tick either finishes or
+parks on an approval request, and the panel then shows "approve request" and
+"deny request". Answering (`answer`) resumes the parked tick. Every wait is
+bounded, so the same clicks always give the same story. `decide_next()`
+answers the next request in advance instead; a request from any other thread
+(the autonomous runtime) is denied, as it would be with no approver at all.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from agent17.agent.permissions import ApprovalRequest
+from agent17.team.teammate import TickOutcome
+
+DEFAULT_ANSWER_TIMEOUT_SECONDS: Final = 900.0
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAnswer:
+    """One answered approval request: the request, the verdict, and who gave it."""
+
+    request: ApprovalRequest
+    approved: bool
+    how: str
+
+
+@dataclass(slots=True)
+class TickJob:
+    """One tick running on a helper thread (set and read under the approver's condition)."""
+
+    name: str
+    thread: threading.Thread | None = None
+    done: bool = False
+    outcome: TickOutcome | None = None
+    error: BaseException | None = None
+
+
+@dataclass(slots=True)
+class _Parked:
+    request: ApprovalRequest
+    job: TickJob
+    answer: bool | None = None
+
+
+class ButtonApprover:
+    """An Approver whose requests wait for the stepper's approve/deny buttons.
+
+    Pass it as `TeamSettings(approver=...)`. A request made by a tick that the
+    stepper runs parks that tick until `answer()` (the buttons call it), or
+    until `answer_timeout` seconds pass (then: denied). `decide_next()` queues
+    answers in advance. Any other caller is denied at once: nobody is at the
+    buttons for it.
+    """
+
+    def __init__(self, *, answer_timeout: float = DEFAULT_ANSWER_TIMEOUT_SECONDS) -> None:
+        self.answer_timeout = answer_timeout
+        # One condition guards the parked requests, the queued answers and the tick jobs.
+        self.condition = threading.Condition()
+        self._local = threading.local()
+        self._queued: list[bool] = []
+        self._parked: list[_Parked] = []
+        self._answers: list[ApprovalAnswer] = []
+
+    def __call__(self, request: ApprovalRequest) -> bool:
+        """Answer `request`: a queued answer, else park until a button answers, else deny."""
+        with self.condition:
+            if self._queued:
+                return self._record(request, self._queued.pop(0), "decided before the step")
+            job: TickJob | None = getattr(self._local, "job", None)
+            if job is None:
+                return self._record(request, False, "nobody at the buttons")
+            parked = _Parked(request, job)
+            self._parked.append(parked)
+            self.condition.notify_all()
+            answered = self.condition.wait_for(
+                lambda: parked.answer is not None, self.answer_timeout
+            )
+            if parked in self._parked:
+                self._parked.remove(parked)
+            if not answered:
+                return self._record(request, False, "no answer in time")
+            return self._record(request, bool(parked.answer), "button")
+
+    def _record(self, request: ApprovalRequest, approved: bool, how: str) -> bool:
+        self._answers.append(ApprovalAnswer(request, approved, how))
+        self.condition.notify_all()
+        return approved
+
+    def decide_next(self, approve: bool) -> None:
+        """Answer the next request in advance, without parking (decide before the step)."""
+        with self.condition:
+            self._queued.append(approve)
+
+    @property
+    def pending(self) -> ApprovalRequest | None:
+        """The oldest request waiting for a button, or None."""
+        with self.condition:
+            waiting = [parked for parked in self._parked if parked.answer is None]
+            return waiting[0].request if waiting else None
+
+    @property
+    def answers(self) -> tuple[ApprovalAnswer, ...]:
+        """Every request answered so far, oldest first."""
+        with self.condition:
+            return tuple(self._answers)
+
+    def answer(self, approve: bool) -> ApprovalRequest:
+        """Answer the oldest waiting request (LookupError if none is waiting)."""
+        with self.condition:
+            waiting = [parked for parked in self._parked if parked.answer is None]
+            if not waiting:
+                raise LookupError("no approval request is waiting")
+            waiting[0].answer = approve
+            self.condition.notify_all()
+            return waiting[0].request
+
+    def _parked_job(self, job: TickJob) -> bool:
+        return any(parked.job is job and parked.answer is None for parked in self._parked)
+
+    def start(self, name: str, tick: Callable[[], TickOutcome]) -> TickJob:
+        """Run `tick` on a helper thread whose approval requests wait for the buttons."""
+        job = TickJob(name)
+
+        def run() -> None:
+            # Marks this thread as one the buttons answer for.
+            self._local.job = job
+            try:
+                outcome = tick()
+            except BaseException as error:  # handed to the clicking thread, which re-raises it
+                with self.condition:
+                    job.error = error
+            else:
+                with self.condition:
+                    job.outcome = outcome
+            finally:
+                with self.condition:
+                    job.done = True
+                    self.condition.notify_all()
+
+        # Daemon: a tick forgotten while parked must never keep the kernel from exiting.
+        job.thread = threading.Thread(target=run, name=f"agent17-step-{name}", daemon=True)
+        job.thread.start()
+        return job
+
+    def settle(self, job: TickJob, timeout: float) -> bool:
+        """Wait until `job` has finished or parked on a request; False if `timeout` passed."""
+        with self.condition:
+            return self.condition.wait_for(lambda: job.done or self._parked_job(job), timeout)
+
+
+def describe_request(request: ApprovalRequest, *, width: int = 90) -> str:
+    """An approval request as one line: who wants to run which tool with what."""
+    arguments = json.dumps(dict(request.arguments), sort_keys=True)
+    if len(arguments) > width:
+        arguments = arguments[: width - 3] + "..."
+    return f"{request.identity} asks to run {request.tool} {arguments}"
