@@ -31,19 +31,24 @@ from agent17.agent.permissions import (
     teammate_policy,
 )
 from agent17.agent.runner import AgentRunner
-from agent17.domain import Clock, IdFactory
+from agent17.claims import ToolContext
+from agent17.domain import Clock, IdFactory, TaskClaim
 from agent17.store.sqlite import SqliteTaskStore
-from agent17.team.lockstep import Lockstep
 from agent17.team.mailbox import Mailbox
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
 from agent17.team.runtime import OutcomeListener, TeammateRuntime
+from agent17.team.simulation import SimulatedTime
 from agent17.team.sleepers import Sleeper
 from agent17.tools.base import ToolRegistry
 from agent17.tools.task_tools import (
     register_leased_task_tools,
     register_teammate_leased_task_tools,
 )
-from agent17.tools.team_tools import lead_team_tool_definitions, teammate_team_tool_definitions
+from agent17.tools.team_tools import (
+    TeamView,
+    lead_team_tool_definitions,
+    teammate_team_tool_definitions,
+)
 from agent17.tools.workspace_tools import workspace_tool_definitions
 from agent17.work_stealing import (
     DEFAULT_MAX_IDLE_POLLS,
@@ -87,6 +92,41 @@ class PlanGatedPolicy(PermissionPolicy):
         return super().decide(request, effectful=effectful)
 
 
+def teammate_runner(
+    name: str,
+    model: Model,
+    *,
+    workspace: Path,
+    team: TeamView,
+    work_stealing: WorkStealingRuntime,
+    policy: PermissionPolicy,
+    audit: AuditTrail,
+    ledger: IdempotencyLedger,
+    max_turns: int,
+) -> AgentRunner:
+    """A teammate's agent: its nine tools, its prompt, and the fence on its side effects."""
+    registry = ToolRegistry(list(workspace_tool_definitions(workspace)))
+    for tool in teammate_team_tool_definitions(team):
+        registry.register(tool)
+    register_teammate_leased_task_tools(registry, work_stealing)
+    service = work_stealing.claim_service
+
+    def fence(claim: TaskClaim, identity: str) -> None:
+        service.verify_claim(claim, ToolContext(identity=identity))
+
+    return AgentRunner(
+        name,
+        model,
+        registry,
+        system_prompt=teammate_system_prompt(name, team.lead_name),
+        policy=policy,
+        audit=audit,
+        ledger=ledger,
+        max_turns=max_turns,
+        fence=fence,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class TeamSettings:
     """Everything a team needs from outside: models, time, ids, and how to wait and approve."""
@@ -102,7 +142,7 @@ class TeamSettings:
     poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS
     max_idle_polls: int = DEFAULT_MAX_IDLE_POLLS
     sleeper: Sleeper | None = None
-    lockstep: Lockstep | None = None
+    simulation: SimulatedTime | None = None
     approver: Approver | None = None
     on_outcome: OutcomeListener | None = None
     persistent_audit: bool = True
@@ -168,9 +208,9 @@ def build_team(settings: TeamSettings) -> Team:
     teammates = TeammateRuntime(
         mailbox,
         lead_name=settings.lead_name,
-        sleeper=settings.sleeper if settings.sleeper is not None else settings.lockstep,
+        sleeper=settings.sleeper,
         on_outcome=settings.on_outcome,
-        lockstep=settings.lockstep,
+        simulation=settings.simulation,
     )
     clock_kwargs = {} if settings.clock is None else {"clock": settings.clock}
     audit = (
@@ -188,15 +228,12 @@ def build_team(settings: TeamSettings) -> Team:
     real_workspace = Path(os.path.realpath(workspace))
 
     def teammate_agent(name: str) -> AgentRunner:
-        registry = ToolRegistry(list(workspace_tool_definitions(real_workspace)))
-        for tool in teammate_team_tool_definitions(teammates):
-            registry.register(tool)
-        register_teammate_leased_task_tools(registry, work_stealing)
-        runner = AgentRunner(
+        runner = teammate_runner(
             name,
             settings.teammate_model(name),
-            registry,
-            system_prompt=teammate_system_prompt(name, settings.lead_name),
+            workspace=real_workspace,
+            team=teammates,
+            work_stealing=work_stealing,
             policy=policy,
             audit=audit,
             ledger=ledger,

@@ -8,6 +8,7 @@ complete as itself, and automatic claims go through the same boundary.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from agent17.domain import Task, TaskClaim, TaskCompletion
@@ -43,6 +44,12 @@ class LeasedTaskStore(Protocol):
 
     def complete_task(self, task_id: str, owner: str, claim_token: str) -> TaskCompletion: ...
 
+    def verify_claim(self, task_id: str, owner: str, claim_token: str) -> TaskClaim: ...
+
+    def next_lease_expiry(self) -> datetime | None: ...
+
+    def data_version(self) -> int: ...
+
 
 class DirectTaskClaimService:
     """The default claim service: the caller's identity is the owner, nothing else."""
@@ -61,3 +68,7 @@ class DirectTaskClaimService:
     def complete_task(self, task_id: str, claim_token: str, context: ToolContext) -> TaskCompletion:
         """Complete a task the caller holds, proving it with the claim token."""
         return self.store.complete_task(task_id, context.identity, claim_token)
+
+    def verify_claim(self, claim: TaskClaim, context: ToolContext) -> TaskClaim:
+        """The claim again if the caller still holds it (owner, token, lease); else a TaskError."""
+        return self.store.verify_claim(claim.task.id, context.identity, claim.claim_token)

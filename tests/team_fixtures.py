@@ -75,7 +75,9 @@ class FakeAgent:
     reply: str | None = None
     calls: list[AgentCall] = field(default_factory=list)
 
-    def run(self, user_text: str, *, idempotency_key: str | None = None) -> FakeReply:
+    def run(
+        self, user_text: str, *, idempotency_key: str | None = None, claim: Any = None
+    ) -> FakeReply:
         """Record the run, then act like a model would."""
         self.calls.append(AgentCall(user_text, idempotency_key))
         if self.fail_with is not None:

@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agent17.agent",),
     ("agent17.bootstrap",),
     ("agent17.viz", "agent17.racelab"),
-    ("agent17.demo", "agent17.live"),
+    ("agent17.demo", "agent17.demo_processes", "agent17.live", "agent17.teammate_process"),
     ("agent17.cli", "agent17.__main__", "agent17.__init__"),
 )
 

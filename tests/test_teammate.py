@@ -248,6 +248,7 @@ def test_a_message_claimed_before_a_crash_is_handled_when_the_teammate_starts_ag
         with pytest.raises(RuntimeError, match="killed mid-run"):
             crashing.tick()
         assert [m.state for m in crew.mailbox.messages("alice")] == [MessageState.CLAIMED]
+        crashing.leave()  # the process is gone, and with it its hold on the name
 
     # A new process: new mailbox, protocol and teammate over the same files.
     with team(tmp_path) as restarted:

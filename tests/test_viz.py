@@ -223,7 +223,7 @@ def test_events_are_described_as_sentences(story: tuple[SqliteTaskStore, ManualC
     store, _ = story
     tasks = store.list_tasks()
     lines = [describe_event(event, tasks) for event in store.events()]
-    assert lines[3] == "#4 09:00:00Z alice claimed A"
+    assert lines[3] == "#4 09:00:00Z alice claimed A (lease until 09:05:00Z)"
     assert lines[5] == "#6 09:01:00Z alice completed A"
     assert lines[6] == "#7 09:05:00Z bob's lease on B expired; B is pending again"
 
@@ -311,7 +311,7 @@ def test_moving_the_slider_redraws_the_board_and_the_caption(
     replay = replay_slider(store, step=5)
     slider, caption, picture = replay.children
     assert slider.max == 9
-    assert caption.value == "#5 09:00:00Z bob claimed B"
+    assert caption.value == "#5 09:00:00Z bob claimed B (lease until 09:05:00Z)"
     at_five = _svg_of(picture)
     assert "in_progress · bob" in at_five
 

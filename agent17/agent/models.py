@@ -216,8 +216,14 @@ class ScriptedModel:
 # ---------------------------------------------------------------------------
 
 
-def teammate_script(*, write_notes: bool = False) -> ScriptedModel:
-    """A teammate that completes each auto-claimed task (optionally writing a note first)."""
+def teammate_script(
+    *, write_notes: bool = False, work: Callable[[Mapping[str, Any]], None] | None = None
+) -> ScriptedModel:
+    """A teammate that completes each auto-claimed task (optionally writing a note first).
+
+    `work(task)` runs once per task just before it calls complete_task: the time
+    the task takes (a real sleep in a teammate process, simulated time in the demo).
+    """
 
     def work_on_auto_claimed_task(turn: CurrentTurn) -> Reply | None:
         claim = auto_claimed_task(turn.user_text)
@@ -240,6 +246,8 @@ def teammate_script(*, write_notes: bool = False) -> ScriptedModel:
                 )
         completions = turn.outcomes_of("complete_task")
         if not completions:
+            if work is not None:
+                work(task)
             arguments = {"task_id": task["id"], "claim_token": claim["claim_token"]}
             return Reply(calls=(Call("complete_task", arguments),))
         if completions[-1].error_code is not None:

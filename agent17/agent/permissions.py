@@ -25,9 +25,10 @@ Rule = Literal["allow", "deny", "ask"]
 Decision = Literal["allow", "deny"]
 """The policy's answer for one call."""
 
-AuditDecision = Literal["allow", "deny", "replayed", "refused"]
+AuditDecision = Literal["allow", "deny", "replayed", "refused", "fenced"]
 """What the runner did with a call: ran it, was denied, replayed a recorded result,
-or refused it before asking anyone (unknown tool, invalid arguments)."""
+refused it before asking anyone (unknown tool, invalid arguments), or fenced it
+off because the auto-claimed task's claim was no longer live."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ was never recorded and will run again.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -43,10 +43,14 @@ from agent17.agent.permissions import (
     teammate_policy,
 )
 from agent17.claims import ToolContext
+from agent17.domain import TaskClaim, TaskError
 from agent17.inputs import describe_validation_error
 from agent17.tools.base import AnyTool, ToolRegistry, error_result, result_error
 
 DEFAULT_MAX_TURNS = 12
+
+Fence = Callable[[TaskClaim, str], None]
+"""Raises a TaskError unless the claim is still live for that identity (owner, token, lease)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +98,7 @@ class AgentRunner:
         audit: AuditTrail | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         ledger: IdempotencyLedger | None = None,
+        fence: Fence | None = None,
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
@@ -104,20 +109,33 @@ class AgentRunner:
         self.audit = audit
         self.max_turns = max_turns
         self.ledger = ledger
+        self.fence = fence
         self.messages: list[Message] = [{"role": "system", "content": system_prompt}]
+        self._claim: TaskClaim | None = None
 
-    def run(self, user_text: str, *, idempotency_key: str | None = None) -> RunResult:
+    def run(
+        self,
+        user_text: str,
+        *,
+        idempotency_key: str | None = None,
+        claim: TaskClaim | None = None,
+    ) -> RunResult:
         """Give the model `user_text` and run the tools it calls until it answers.
 
+        `claim`: the auto-claimed task this run works on; with a `fence`, every
+        effectful call is refused once that claim is no longer live.
         If the model or a tool raises, the conversation is put back as it was
         before this run (no dangling tool calls) and the exception propagates.
         """
         before = len(self.messages)
+        self._claim = claim
         try:
             return self._run(user_text, idempotency_key)
         except BaseException:
             del self.messages[before:]
             raise
+        finally:
+            self._claim = None
 
     def _run(self, user_text: str, idempotency_key: str | None) -> RunResult:
         self.messages.append({"role": "user", "content": user_text})
@@ -192,6 +210,14 @@ class AgentRunner:
             return "deny", error_result(
                 "permission_denied", f"{self.identity} may not run {call.name} now"
             )
+        if tool.effectful and self._claim is not None and self.fence is not None:
+            # The fence, as late as possible: after the approval (which may take a
+            # human minutes), just before the effect. What it cannot close is the
+            # effect itself outliving the lease: hence the idempotency key.
+            try:
+                self.fence(self._claim, self.identity)
+            except TaskError as lost:
+                return "fenced", error_result(lost.code, f"{call.name} was not run: {lost.message}")
         context = ToolContext(identity=self.identity, idempotency_key=idempotency_key)
         try:
             result = tool.run(call.arguments, context)

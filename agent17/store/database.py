@@ -25,7 +25,9 @@ instead of written to an orphaned inode.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -44,6 +46,8 @@ BUSY_TIMEOUT_SECONDS: Final = 30.0
 SQLITE_HEADER: Final = b"SQLite format 3\x00"
 # Primary result codes that mean "this file is not an intact database".
 _UNREADABLE_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+_LOCK_KEY: Final = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 
 T = TypeVar("T")
 SchemaObject = tuple[str, str, str, str]
@@ -297,6 +301,37 @@ class StateDatabase:
                 " (replaced, moved or linked); open it again",
             )
 
+    def data_version(self) -> int:
+        """A number that changes whenever another connection commits to this file.
+
+        SQLite keeps it per connection, so it is a cheap way to notice the work of
+        other processes (a new task, a completion, a message) without reading any row.
+        """
+        with self._lock:
+            (version,) = self._connection.execute("PRAGMA data_version").fetchone()
+        return int(version)
+
+    def hold_exclusive(self, key: str) -> ExclusiveHold:
+        """Hold `<state folder>/<key>.lock` until released or until this process ends.
+
+        The kernel drops the lock when the process dies, even by kill -9, so holding
+        it means "a live process holds this key". A key held by anyone else is
+        refused at once with the refusal code `already_held`.
+        """
+        if not _LOCK_KEY.fullmatch(key):
+            raise ValueError(f"not a lock key: {key!r}")
+        path = safe_state_file(self.workspace, f"{key}.lock", self._refusal)
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            raise self._refusal("already_held", f"{key} is held by another live process") from None
+        except BaseException:
+            os.close(descriptor)
+            raise
+        return ExclusiveHold(key, descriptor)
+
     @property
     def total_changes(self) -> int:
         """Rows this connection has changed since it opened (proves "zero writes")."""
@@ -307,6 +342,20 @@ class StateDatabase:
         """Close the connection; the file stays for the next opener."""
         with self._lock:
             self._connection.close()
+
+
+class ExclusiveHold:
+    """A held lock file; `release()` (or the end of the process) lets it go."""
+
+    def __init__(self, key: str, descriptor: int) -> None:
+        self.key = key
+        self._descriptor: int | None = descriptor
+
+    def release(self) -> None:
+        """Let the lock go (idempotent)."""
+        if self._descriptor is not None:
+            os.close(self._descriptor)  # closing the file drops the flock
+            self._descriptor = None
 
 
 def _identity(info: os.stat_result) -> tuple[int, int]:

@@ -27,13 +27,11 @@ from typing import Final, TypeVar
 from agent17.domain import (
     Clock,
     ErrorCode,
-    EventKind,
     IdFactory,
     Task,
     TaskClaim,
     TaskCompletion,
     TaskError,
-    TaskEvent,
     TaskStatus,
     check_lease_seconds,
     is_canonical_uuid,
@@ -55,10 +53,10 @@ from agent17.store.board import (
     require_owner,
     require_status,
     require_task_id,
-    unreadable,
 )
 from agent17.store.database import Schema, StateDatabase
 from agent17.store.paths import TASK_DB_NAME
+from agent17.store.sqlite_log import SqliteBoardLog, db_time, parse_db_time
 
 BOARD_SCHEMA: Final = Schema(
     package="agent17.store",
@@ -107,36 +105,23 @@ SELECT d.dependency_sequence, t.id, t.status
  WHERE d.task_sequence = ? ORDER BY d.position
 """
 
-_TASK_COLUMNS: Final = "sequence, id, subject, description, status, owner, unmet_dependencies"
-_DB_TIME_LENGTH: Final = len("2026-01-01T09:00:00.000000")
+_TASK_COLUMNS: Final = (
+    "sequence, id, subject, description, status, owner, unmet_dependencies,"
+    " claim_token, lease_expires_at_utc"
+)
 
 T = TypeVar("T")
 Row = sqlite3.Row
-
-
-def db_time(moment: datetime) -> str:
-    """A datetime as the store writes it: UTC, microseconds, fixed width, trailing Z."""
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")[:_DB_TIME_LENGTH] + "Z"
-
-
-def parse_db_time(text: str) -> datetime:
-    """The inverse of db_time; anything else is a row no store wrote."""
-    try:
-        return datetime.fromisoformat(text).astimezone(UTC)
-    except (TypeError, ValueError):
-        raise unreadable(f"the board holds a malformed time {text!r}") from None
-
-
-def _maybe_time(text: str | None) -> datetime | None:
-    return None if text is None else parse_db_time(text)
 
 
 def _random_uuid() -> str:
     return str(uuid.uuid4())
 
 
-class SqliteTaskStore:
+class SqliteTaskStore(SqliteBoardLog):
     """The chapter's leased task board in `<workspace>/.agent_tutorial/tasks.sqlite3`."""
+
+    claim_statement = CLAIM_NEXT_SQL
 
     def __init__(
         self,
@@ -209,7 +194,7 @@ class SqliteTaskStore:
 
     def _dependencies(
         self, connection: sqlite3.Connection, row: Row
-    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    ) -> tuple[tuple[str, ...], ...]:
         """The task's dependency ids and the unfinished ones, every edge checked."""
         edges = [Edge(*edge) for edge in connection.execute(_EDGES_SQL, (row["sequence"],))]
         return check_edges(row["sequence"], row["id"], row["unmet_dependencies"], edges)
@@ -389,6 +374,26 @@ class SqliteTaskStore:
 
         return self._transact(complete)
 
+    def verify_claim(self, task_id: str, owner: str, claim_token: str) -> TaskClaim:
+        """The claim if `owner` still holds `task_id` with `claim_token`: the fence of an effect.
+
+        Otherwise `lease_expired` (its lease ran out) or `claim_mismatch` (not its claim).
+        """
+        require_task_id(task_id)
+        require_owner(owner)
+        require_task_id(claim_token, "claim token")
+
+        def verify(connection: sqlite3.Connection, now: datetime) -> TaskClaim:
+            row = self._row(connection, task_id)
+            blocked_by, _ = self._dependencies(connection, row)
+            held = (row["status"], row["owner"], row["claim_token"])
+            if held != (TaskStatus.IN_PROGRESS, owner, claim_token):
+                raise self._completion_refusal(connection, now, task_id, owner, claim_token)
+            task = self._task(row, TaskStatus.IN_PROGRESS, owner, blocked_by)
+            return TaskClaim(task, claim_token, parse_db_time(row["lease_expires_at_utc"]))
+
+        return self._transact(verify)
+
     def _release_dependents(self, connection: sqlite3.Connection, sequence: int) -> tuple[str, ...]:
         try:
             dependents = connection.execute(
@@ -426,53 +431,12 @@ class SqliteTaskStore:
         status = require_status(row["status"], task_id)
         return completion_refusal(row["sequence"], task_id, status, row["owner"], owner, claim, now)
 
-    # -- the event log and introspection --------------------------------------------
-
-    def events(self, after_sequence: int = 0) -> list[TaskEvent]:
-        """The append-only event log, oldest first, after the given event sequence."""
-        rows = self._db.snapshot(
-            lambda connection: connection.execute(
-                "SELECT e.sequence, e.kind, t.id, e.at_utc, e.owner, e.claim_token,"
-                " e.lease_expires_at_utc"
-                " FROM task_events AS e JOIN tasks AS t ON t.sequence = e.task_sequence"
-                " WHERE e.sequence > ? ORDER BY e.sequence",
-                (after_sequence,),
-            ).fetchall()
-        )
-        return [
-            TaskEvent(
-                seq, EventKind(kind), task, parse_db_time(at), owner, token, _maybe_time(lease)
-            )
-            for seq, kind, task, at, owner, token, lease in rows
-        ]
-
-    def issued_claim_tokens(self) -> list[str]:
-        """Every claim token this database has issued, in issue order."""
-        rows = self._db.snapshot(
-            lambda connection: connection.execute(
-                "SELECT claim_token FROM task_events WHERE kind = 'claimed' ORDER BY sequence"
-            ).fetchall()
-        )
-        return [str(token) for (token,) in rows]
-
-    @property
-    def total_changes(self) -> int:
-        """Rows this store instance has changed since it opened (proves "zero writes")."""
-        return self._db.total_changes
-
-    def explain_claim_next(self) -> list[str]:
-        """SQLite's query plan for the claim statement, one line per step."""
-        rows = self._db.snapshot(
-            lambda connection: connection.execute(
-                f"EXPLAIN QUERY PLAN {CLAIM_NEXT_SQL}",
-                {"owner": "x", "token": "x", "now": "x", "expires": "x"},
-            ).fetchall()
-        )
-        return [str(row[3]) for row in rows]
-
 
 def _load_board(connection: sqlite3.Connection) -> list[Task]:
-    rows = connection.execute(f"SELECT {_TASK_COLUMNS} FROM tasks ORDER BY sequence").fetchall()
+    rows = connection.execute(
+        "SELECT sequence, id, subject, description, status, owner, unmet_dependencies"
+        " FROM tasks ORDER BY sequence"
+    ).fetchall()
     edges = connection.execute(
         "SELECT task_sequence, dependency_sequence FROM task_dependencies"
         " ORDER BY task_sequence, position"

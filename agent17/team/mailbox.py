@@ -25,13 +25,13 @@ from types import TracebackType
 from typing import Any, Final, TypeVar
 
 from agent17.domain import Refusal, name_problem, preview, text_problem
-from agent17.store.database import Schema, StateDatabase
+from agent17.store.database import ExclusiveHold, Schema, StateDatabase
 
 MAILBOX_DB_NAME: Final = "mailbox.sqlite3"
 TEAM_SCHEMA: Final = Schema(
     package="agent17.team",
     sql_file="schema.sql",
-    version="2",
+    version="3",
     metadata_table="mailbox_metadata",
     what="agent17 team mailbox",
 )
@@ -198,6 +198,14 @@ class Mailbox:
     def snapshot(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         """Run read-only `operation` on one consistent snapshot of the file."""
         return self._db.snapshot(operation)
+
+    def data_version(self) -> int:
+        """Changes whenever another connection (another process) commits to the mailbox."""
+        return self._db.data_version()
+
+    def hold_exclusive(self, key: str) -> ExclusiveHold:
+        """Hold the lock file `key` while this process lives (see StateDatabase)."""
+        return self._db.hold_exclusive(key)
 
     def send(self, recipient: str, *, sender: str, kind: str, body: str) -> Envelope:
         """Queue one message (body: a JSON object as text) and wake its recipient."""

@@ -280,11 +280,15 @@ class TeamProtocol:
     def accept_shutdown(
         self, name: str, envelope: Envelope, request: ShutdownRequest
     ) -> ShutdownResponse:
-        """Answer a ShutdownRequest with approval and ack it, in one transaction."""
+        """Answer a ShutdownRequest, mark `name` closed and ack it, in one transaction."""
         response = ShutdownResponse(request_id=request.request_id, approved=True)
 
         def accept(handle: MailboxTransaction) -> None:
             self._send(handle, self.lead_name, response, sender=name)
+            # Closed for every process that reads the team, in the same commit as the answer.
+            handle.connection.execute(
+                "UPDATE teammates SET state = 'closed' WHERE name = ?", (name,)
+            )
             handle.ack(envelope)
 
         self.mailbox.transaction(accept)

@@ -16,23 +16,19 @@ Workers are plain threads owned by the runtime; `stop()` joins them all.
 
 from __future__ import annotations
 
-import contextlib
-import re
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Final
 
-from agent17.domain import Refusal, TaskStatus, completed_ids, is_ready
-from agent17.team.lockstep import Lockstep
+from agent17.domain import TaskStatus, completed_ids, is_ready
+from agent17.team.idle_loop import run_idle_loop
 from agent17.team.mailbox import Mailbox
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
+from agent17.team.registry import TeamError, TeamRegistry, require_teammate_name
+from agent17.team.simulation import SimulatedTime
 from agent17.team.sleepers import EventSleeper, Sleeper
-from agent17.team.teammate import EMPTY_TICKS, Teammate, TeammateAgent, TickKind, TickOutcome
+from agent17.team.teammate import Teammate, TeammateAgent, TickOutcome
 from agent17.work_stealing import WiringError, WorkStealingRuntime
-
-TEAMMATE_NAME: Final = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
-"""A teammate name: lowercase, starts with a letter, then letters, digits, _ or -, max 32."""
 
 AgentFactory = Callable[[str], TeammateAgent]
 """Builds the agent of the teammate with the given name."""
@@ -45,10 +41,6 @@ class TeammateStateError(WiringError):
     """The runtime was configured in the wrong order, twice, or after start."""
 
 
-class TeamError(Refusal):
-    """A known refusal about teammates (bad or duplicate name, unknown recipient)."""
-
-
 class TeammateRuntime:
     """The team's teammates, their wiring, and (after `start()`) their worker threads."""
 
@@ -59,13 +51,15 @@ class TeammateRuntime:
         lead_name: str = DEFAULT_LEAD_NAME,
         sleeper: Sleeper | None = None,
         on_outcome: OutcomeListener | None = None,
-        lockstep: Lockstep | None = None,
+        simulation: SimulatedTime | None = None,
     ) -> None:
         self.mailbox = mailbox
-        # Optional deterministic turn-taking (the offline demo); None = free concurrency.
-        self.lockstep = lockstep
+        self.registry = TeamRegistry(mailbox)
+        # Optional simulated time (the offline demo): workers are its actors, one runs at
+        # a time and waits are simulated. None: free concurrency in real time.
+        self.simulation = simulation
         self.lead_name = lead_name
-        self.sleeper: Sleeper = sleeper if sleeper is not None else EventSleeper()
+        self.sleeper: Sleeper = sleeper if sleeper is not None else simulation or EventSleeper()
         self._on_outcome = on_outcome
         # One re-entrant condition guards all state below and signals every change of it.
         self._state = threading.Condition()
@@ -157,14 +151,7 @@ class TeammateRuntime:
         """Create teammate `name` (unique, lowercase); if started, its worker starts too."""
         with self._state:
             factory = self._require_wired("spawn()")
-            if not isinstance(name, str) or TEAMMATE_NAME.fullmatch(name) is None:
-                raise TeamError(
-                    "invalid_teammate_name",
-                    f"{name!r} is not a teammate name: use lowercase letters, digits, _ or -,"
-                    " starting with a letter, at most 32 characters",
-                )
-            if name == self.lead_name:
-                raise TeamError("invalid_teammate_name", f"{name!r} is the Lead's name")
+            require_teammate_name(name, self.lead_name)
             if name in self._teammates:
                 raise TeamError("teammate_exists", f"teammate {name!r} already exists")
             if self._stopping:
@@ -211,8 +198,8 @@ class TeammateRuntime:
                     self._start_worker(teammate)
 
     def _start_worker(self, teammate: Teammate) -> None:
-        if self.lockstep is not None:
-            self.lockstep.join(teammate.name)
+        if self.simulation is not None:
+            self.simulation.join(teammate.name)
         thread = threading.Thread(
             target=self._work, args=(teammate,), name=f"agent17-teammate-{teammate.name}"
         )
@@ -238,45 +225,34 @@ class TeammateRuntime:
     def _work(self, teammate: Teammate) -> None:
         name = teammate.name
         wake = self.mailbox.wakeups.event_for(name)
-        interval = self.work_stealing.poll_interval_seconds
-        max_idle_polls = self.work_stealing.max_idle_polls
-        empty_polls = 0
-        try:
-            teammate.recover_unacked()
-            while True:
-                # Clear before scanning: a message sent after this point sets it again,
-                # so the wait below returns at once instead of missing it.
-                wake.clear()
-                with self._state:
-                    if self._stopping:
-                        return
-                turn = (
-                    self.lockstep.turn(name)
-                    if self.lockstep is not None
-                    else contextlib.nullcontext()
-                )
-                with turn:
-                    outcome = teammate.tick()
-                    if self._on_outcome is not None:
-                        self._on_outcome(outcome)
-                if outcome.kind is TickKind.CLOSED or teammate.closed:
-                    return
-                if outcome.kind not in EMPTY_TICKS:
-                    empty_polls = 0
-                    continue
-                if empty_polls >= max_idle_polls:
-                    if self._time_out(name, wake):
-                        return
-                    continue
-                with self._state:
+
+        def stopping() -> bool:
+            with self._state:
+                return self._stopping
+
+        def on_wait(waiting: bool) -> None:
+            with self._state:
+                if waiting:
                     self._sleeping.add(name)
-                    self._state.notify_all()
-                woken = self.sleeper.wait(interval, wake)
-                with self._state:
+                else:
                     self._sleeping.discard(name)
-                    self._state.notify_all()
-                if not woken:
-                    empty_polls += 1
+                self._state.notify_all()
+
+        try:
+            if self.simulation is not None:
+                self.simulation.enter(name)
+            teammate.recover_unacked()
+            run_idle_loop(
+                teammate,
+                sleeper=self.sleeper,
+                wake=wake,
+                poll_interval_seconds=self.work_stealing.poll_interval_seconds,
+                max_idle_polls=self.work_stealing.max_idle_polls,
+                stopping=stopping,
+                time_out=lambda: self._time_out(name, wake),
+                on_outcome=self._on_outcome,
+                on_wait=on_wait,
+            )
         except BaseException as error:
             with self._state:
                 self._failures[name] = error
@@ -285,9 +261,10 @@ class TeammateRuntime:
             with self._state:
                 if self._workers.get(name) is threading.current_thread():
                     del self._workers[name]
-                    self._leave_lockstep(name)
                 self._sleeping.discard(name)
                 self._state.notify_all()
+            if self.simulation is not None:
+                self.simulation.leave()
 
     def _time_out(self, name: str, wake: threading.Event) -> bool:
         # Decided under the lock that _on_wake takes: a message that arrives now
@@ -297,15 +274,8 @@ class TeammateRuntime:
                 return False
             self._idle_timeouts[name] += 1
             del self._workers[name]
-            # Leave the turn order now, under the lock: a worker restarted by a
-            # message right after this must not be removed by this one's exit.
-            self._leave_lockstep(name)
             self._state.notify_all()
             return True
-
-    def _leave_lockstep(self, name: str) -> None:
-        if self.lockstep is not None:
-            self.lockstep.leave(name)
 
     def idle_timeout_count(self, name: str) -> int:
         """How many times teammate `name` ran out of idle polls."""
@@ -377,8 +347,12 @@ class TeammateRuntime:
             names = list(self._teammates)
         for name in names:
             self.mailbox.wakeups.event_for(name).set()
+        if self.simulation is not None:
+            self.simulation.poke()  # the woken workers are actors: let them see the stop
         for thread in threads:
             thread.join(timeout)
+        for teammate in list(self._teammates.values()):
+            teammate.leave()
 
     def __enter__(self) -> TeammateRuntime:
         return self

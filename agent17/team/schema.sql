@@ -1,4 +1,4 @@
--- agent17 team state (the mailbox and the plans), schema version 2, in
+-- agent17 team state (the mailbox, the plans, the teammates), schema version 3, in
 -- <workspace>/.agent_tutorial/mailbox.sqlite3. Loaded whole, in one transaction.
 -- Apart from tasks.sqlite3 on purpose: task state and team messages are two
 -- separate state machines, and a report about a task never completes it.
@@ -8,7 +8,7 @@ CREATE TABLE mailbox_metadata (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
-INSERT INTO mailbox_metadata (key, value) VALUES ('schema_version', '2');
+INSERT INTO mailbox_metadata (key, value) VALUES ('schema_version', '3');
 
 -- One row per message; it moves queued -> claimed -> acked and is never deleted,
 -- so `sequence` (the rowid) is the sending order.
@@ -40,3 +40,15 @@ CREATE TABLE plans (
 );
 
 CREATE INDEX plans_by_agent ON plans (agent, sequence);
+
+-- Who is on the team, for every process: a teammate joins (active) when its
+-- worker starts and is closed only by the shutdown handshake, in the same
+-- transaction as its answer to the Lead. Whether a worker is alive right now
+-- is not stored (a killed process cannot update a row): it is the lock the
+-- worker holds while it runs (see team/registry.py).
+CREATE TABLE teammates (
+    name  TEXT PRIMARY KEY CHECK (length(name) BETWEEN 1 AND 200),
+    state TEXT NOT NULL CHECK (state IN ('active', 'closed')),
+    pid   INTEGER,
+    host  TEXT NOT NULL DEFAULT ''
+);

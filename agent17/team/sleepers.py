@@ -8,7 +8,10 @@ when the time ran out. Injecting it keeps ordering in tests free of real sleeps.
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol
 
 
@@ -111,3 +114,66 @@ class ManualSleeper(_Recorder):
                 waiter.timed_out = True
                 waiter.wake.set()
             return len(self._waiting)
+
+
+class ChangeWatchingSleeper:
+    """For a teammate in its own process: wake early when another process changed something.
+
+    While it waits it looks, every `check_every` seconds, at the data versions of
+    the files it watches (the board and the mailbox: SQLite's `PRAGMA
+    data_version`, which moves only when *another* connection commits, and costs
+    no row read), and at the moment the first lease now held runs out. A message
+    from the Lead, a new or unblocked task, a completion or an expired lease thus
+    ends the wait within about `check_every` seconds, however long the poll
+    interval is; the poll stays as the fallback. Call `mark()` right before each
+    scan of the board, so that a change made during the scan is not missed.
+    """
+
+    def __init__(
+        self,
+        *,
+        versions: Sequence[Callable[[], int]],
+        next_deadline: Callable[[], datetime | None],
+        clock: Callable[[], datetime],
+        check_every: float = 0.1,
+    ) -> None:
+        self._versions = tuple(versions)
+        self._next_deadline = next_deadline
+        self._clock = clock
+        self.check_every = check_every
+        self._marked: tuple[int, ...] = self._read()
+        self.last_reason = ""
+
+    def _read(self) -> tuple[int, ...]:
+        return tuple(version() for version in self._versions)
+
+    def mark(self) -> None:
+        """Remember what the watched files look like now (before a scan of them)."""
+        self._marked = self._read()
+
+    def wait(self, seconds: float, wake: threading.Event) -> bool:
+        """Wait up to `seconds`; True if a wake, a change or a lease expiry ended it early."""
+        started = time.monotonic()
+        deadline = self._next_deadline()
+        # A lease that already ran out is released by the next scan, not waited for.
+        lease_left = None if deadline is None else (deadline - self._clock()).total_seconds()
+        if lease_left is not None and lease_left <= 0:
+            lease_left = None
+        while True:
+            if wake.is_set():
+                self.last_reason = "woken"
+                return True
+            if self._read() != self._marked:
+                self.last_reason = "changed"
+                return True
+            elapsed = time.monotonic() - started
+            if lease_left is not None and elapsed >= lease_left:
+                self.last_reason = "lease ran out"
+                return True
+            if elapsed >= seconds:
+                self.last_reason = "poll interval"
+                return False
+            pause = min(self.check_every, seconds - elapsed)
+            if lease_left is not None:
+                pause = min(pause, max(lease_left - elapsed, 0.0))
+            wake.wait(pause)

@@ -36,6 +36,7 @@ from agent17.team.protocol import (
     TeamProtocol,
     TextMessage,
 )
+from agent17.team.registry import TeamRegistry
 from agent17.wire import claim_payload, wire_clock
 from agent17.work_stealing import WorkStealingRuntime
 
@@ -48,9 +49,20 @@ class AgentReply(Protocol):
 
 
 class TeammateAgent(Protocol):
-    """Anything that runs one user turn: AgentRunner, or a fake in tests."""
+    """Anything that runs one user turn: AgentRunner, or a fake in tests.
 
-    def run(self, user_text: str, *, idempotency_key: str | None = None) -> AgentReply: ...
+    For an auto-claimed task it gets the claim too: its token is the run's
+    idempotency key, and effectful tools are fenced by it (refused once the
+    claim is no longer live).
+    """
+
+    def run(
+        self,
+        user_text: str,
+        *,
+        idempotency_key: str | None = None,
+        claim: TaskClaim | None = None,
+    ) -> AgentReply: ...
 
 
 def auto_claimed_task_message(claim: TaskClaim) -> str:
@@ -96,8 +108,15 @@ class TickOutcome:
     final_text: str | None = None
     detail: str = ""
 
-    def describe(self) -> str:
-        """One readable line for logs, timelines and notebooks (the only describer of a tick)."""
+    def describe(self, *, named: bool = True) -> str:
+        """One readable line for logs, timelines and notebooks (the only describer of a tick).
+
+        `named=False` leaves out the leading "alice: " (for a timeline that prints it).
+        """
+        line = self._describe()
+        return line if named else line.split(": ", 1)[1]
+
+    def _describe(self) -> str:
         name, kind = self.teammate, self.kind
         sender = self.envelope.sender if self.envelope is not None else "?"
         if kind is TickKind.CLAIMED and self.claim is not None:
@@ -126,8 +145,10 @@ class Teammate:
     """A named worker: its agent, the team protocol and the shared board; `tick()` drives it.
 
     One thread at a time drives a teammate (ticks are serialised by a lock).
-    Creating a teammate redelivers any message it claimed but never acked
-    before a crash.
+    Creating a teammate joins the team under its name (refused, `teammate_running`,
+    while another live worker has that name, in any process) and then redelivers
+    any message that name claimed but never acked before a crash; `leave()`
+    lets the name go.
     """
 
     def __init__(
@@ -144,7 +165,17 @@ class Teammate:
         self.work_stealing = work_stealing
         self._closed = False
         self._lock = threading.Lock()
-        self.recover_unacked()
+        # Only the holder of the name may requeue its unacked mail: join first.
+        self._membership = TeamRegistry(protocol.mailbox).join(name)
+        try:
+            self.recover_unacked()
+        except BaseException:
+            self._membership.leave()
+            raise
+
+    def leave(self) -> None:
+        """Stop being this name's live worker (the team's row keeps its state)."""
+        self._membership.leave()
 
     @property
     def closed(self) -> bool:
@@ -177,7 +208,7 @@ class Teammate:
             if claim is None:
                 return self._outcome(TickKind.IDLE)
             reply = self.agent.run(
-                auto_claimed_task_message(claim), idempotency_key=claim.claim_token
+                auto_claimed_task_message(claim), idempotency_key=claim.claim_token, claim=claim
             )
             self._report(reply.final_text)
             return self._outcome(TickKind.CLAIMED, claim=claim, final_text=reply.final_text)

@@ -7,15 +7,35 @@ The sender is always the caller's identity (`ToolContext.identity`), never an ar
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import Field
 
 from agent17.claims import ToolContext
 from agent17.inputs import Name, RequiredText, StrictInput, Text
-from agent17.team.protocol import RequestId
-from agent17.team.runtime import TeamError, TeammateRuntime
+from agent17.team.protocol import RequestId, TeamProtocol
+from agent17.team.registry import TeamError, TeamRegistry
+from agent17.team.teammate import Teammate
 from agent17.tools.base import AnyTool, ToolDefinition
+
+
+class TeamView(Protocol):
+    """What the team tools need to know of a team: its Lead, its protocol, its members."""
+
+    @property
+    def lead_name(self) -> str: ...
+
+    @property
+    def protocol(self) -> TeamProtocol: ...
+
+    @property
+    def registry(self) -> TeamRegistry: ...
+
+
+class LeadTeamView(TeamView, Protocol):
+    """The Lead's view of a team: it can also spawn teammates."""
+
+    def spawn(self, name: str) -> Teammate: ...
 
 
 class SpawnTeammateInput(StrictInput):
@@ -53,19 +73,20 @@ class SubmitPlanInput(StrictInput):
     plan: RequiredText = Field(description="What you intend to do, step by step.")
 
 
-def _recipient_check(runtime: TeammateRuntime, sender: str, to: str) -> None:
+def _recipient_check(team: TeamView, sender: str, to: str) -> None:
     if to == sender:
         raise TeamError("invalid_recipient", "you cannot send a message to yourself")
-    if to == runtime.lead_name:
+    if to == team.lead_name:
         return
-    if to not in runtime.names:
-        known = ", ".join((runtime.lead_name, *runtime.names))
+    member = team.registry.member(to)
+    if member is None:
+        known = ", ".join((team.lead_name, *(m.name for m in team.registry.members())))
         raise TeamError("unknown_recipient", f"no agent called {to!r}; known: {known}")
-    if runtime.teammate(to).closed:
+    if member.state == "closed":
         raise TeamError("teammate_closed", f"teammate {to!r} has shut down")
 
 
-def _send_message_tool(runtime: TeammateRuntime) -> AnyTool:
+def _send_message_tool(runtime: TeamView) -> AnyTool:
     def send(args: SendMessageInput, context: ToolContext) -> dict[str, Any]:
         _recipient_check(runtime, context.identity, args.to)
         envelope = runtime.protocol.send_text(args.to, args.content, sender=context.identity)
@@ -80,7 +101,7 @@ def _send_message_tool(runtime: TeammateRuntime) -> AnyTool:
 
 
 def lead_team_tool_definitions(
-    runtime: TeammateRuntime,
+    runtime: LeadTeamView,
 ) -> tuple[AnyTool, AnyTool, AnyTool, AnyTool]:
     """The Lead's team tools: spawn_teammate, send_message, request_shutdown, review_plan."""
 
@@ -89,7 +110,10 @@ def lead_team_tool_definitions(
         return {"teammate": {"name": teammate.name}}
 
     def request_shutdown(args: RequestShutdownInput, context: ToolContext) -> dict[str, Any]:
-        if runtime.teammate(args.name).closed:
+        member = runtime.registry.member(args.name)
+        if member is None:
+            raise TeamError("unknown_teammate", f"there is no teammate {args.name!r}")
+        if member.state == "closed":
             raise TeamError("teammate_closed", f"teammate {args.name!r} has already shut down")
         request = runtime.protocol.request_shutdown(args.name)
         return {"shutdown_request": {"to": args.name, "request_id": request.request_id}}
@@ -123,7 +147,7 @@ def lead_team_tool_definitions(
     )
 
 
-def teammate_team_tool_definitions(runtime: TeammateRuntime) -> tuple[AnyTool, AnyTool]:
+def teammate_team_tool_definitions(runtime: TeamView) -> tuple[AnyTool, AnyTool]:
     """A teammate's team tools: send_message, submit_plan."""
 
     def submit_plan(args: SubmitPlanInput, context: ToolContext) -> dict[str, Any]:

@@ -72,17 +72,23 @@ def display_state(task: Task, completed: frozenset[str]) -> str:
     return "ready" if is_ready(task, completed) else task.status.value
 
 
-def active_leases(events: Sequence[TaskEvent], lease: timedelta) -> dict[str, datetime]:
+def active_leases(
+    events: Sequence[TaskEvent], lease: timedelta | None = None
+) -> dict[str, datetime]:
     """Task id -> lease_expires_at_utc of each claim that the event log shows still open.
 
-    A claim opens a lease of `lease` (the store's `lease` attribute); a
-    completion or a recorded expiry closes it. An expiry that nobody has
+    A claimed event records its lease's end (each store instance may hand out
+    its own lease length); `lease` is only the fallback for events without it.
+    A completion or a recorded expiry closes it. An expiry that nobody has
     noticed yet is still open here: pass `now` to `board_digraph` to see it.
     """
     leases: dict[str, datetime] = {}
     for event in sorted(events, key=lambda item: item.sequence):
         if event.kind is EventKind.CLAIMED:
-            leases[event.task_id] = event.at_utc + lease
+            if event.lease_expires_at_utc is not None:
+                leases[event.task_id] = event.lease_expires_at_utc
+            elif lease is not None:
+                leases[event.task_id] = event.at_utc + lease
         elif event.kind in (EventKind.COMPLETED, EventKind.LEASE_EXPIRED):
             leases.pop(event.task_id, None)
     return leases
@@ -260,20 +266,28 @@ def board_dot(
     return str(board_digraph(tasks, leases=leases, now=now, title=title).source)
 
 
-def board_table(tasks: Sequence[Task]) -> str:
-    """The board as a fixed-width text table: node, subject, status, owner, blocked by, id."""
+def board_table(tasks: Sequence[Task], *, leases: Mapping[str, datetime] | None = None) -> str:
+    """The board as a fixed-width text table: node, subject, status, owner, blocked by, id.
+
+    With `leases` (task id -> lease_expires_at_utc, see `active_leases`) a lease
+    column says until when each task in progress is held.
+    """
     names = _node_names(tasks)
     subjects = {task.id: task.subject for task in tasks}
     completed = completed_ids(tasks)
-    header = ("node", "subject", "status", "owner", "blocked by", "id")
+    header: tuple[str, ...] = ("node", "subject", "status", "owner", "blocked by", "id")
+    if leases is not None:
+        header = (*header[:4], "lease until", *header[4:])
     rows = [header]
     for task in tasks:
         state = display_state(task, completed)
         status = "pending (ready)" if state == "ready" else state
         blocked = ", ".join(subjects[dep] for dep in task.blocked_by) or "-"
-        rows.append(
-            (names[task.id], task.subject, status, task.owner or "-", blocked, short_id(task.id))
-        )
+        row: tuple[str, ...] = (names[task.id], task.subject, status, task.owner or "-")
+        if leases is not None:
+            expires = leases.get(task.id) if task.status is TaskStatus.IN_PROGRESS else None
+            row = (*row, "-" if expires is None else wire_clock(expires))
+        rows.append((*row, blocked, short_id(task.id)))
     widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))

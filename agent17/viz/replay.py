@@ -61,15 +61,20 @@ def board_at(events: Sequence[TaskEvent], tasks: Sequence[Task], step: int) -> l
     return list(board.values())
 
 
-def describe_event(event: TaskEvent, tasks: Sequence[Task]) -> str:
-    """One event as a sentence: '#7 09:00:00Z alice claimed A'."""
+def describe_event(event: TaskEvent, tasks: Sequence[Task], *, timed: bool = True) -> str:
+    """One event as a sentence: '#7 09:00:00Z alice claimed A (lease until 09:05:00Z)'.
+
+    `timed=False` leaves the time out (for a timeline that prints it already).
+    """
     subjects = {task.id: task.subject for task in tasks}
     subject = subjects.get(event.task_id, event.task_id)
-    prefix = f"#{event.sequence} {wire_clock(event.at_utc)}"
+    prefix = f"#{event.sequence} {wire_clock(event.at_utc)}" if timed else f"#{event.sequence}"
     if event.kind is EventKind.CREATED:
         return f"{prefix} created {subject}"
     if event.kind is EventKind.CLAIMED:
-        return f"{prefix} {event.owner} claimed {subject}"
+        lease = event.lease_expires_at_utc
+        until = "" if lease is None else f" (lease until {wire_clock(lease)})"
+        return f"{prefix} {event.owner} claimed {subject}{until}"
     if event.kind is EventKind.COMPLETED:
         return f"{prefix} {event.owner} completed {subject}"
     return f"{prefix} {event.owner}'s lease on {subject} expired; {subject} is pending again"

@@ -1,0 +1,140 @@
+"""Who is on the team, across threads and processes: one live worker per name per board.
+
+A teammate *joins* when its worker starts, in a thread of `agent17 run` or as
+its own `agent17 teammate` process, and stays on the team (`active`) until the
+shutdown handshake closes it. That state is a row in the team's database, so
+the Lead in another process sees it too.
+
+Whether a worker is alive right now cannot be a row: a process killed with
+`kill -9` never gets to update it. So a worker holds a lock while it runs
+(`teammate-<name>.lock`, see `StateDatabase.hold_exclusive`), which the kernel
+drops when the process ends, however it ends. A second worker with the same
+name is refused while the first lives: duplicate names are how real agent
+teams end up doing the same work twice. (A lock file is the right tool for
+"is this process alive"; it is the wrong one for claiming tasks, where the
+choice of the first ready task and the update must be one transaction.)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from dataclasses import dataclass
+from typing import Final
+
+from agent17.domain import Refusal
+from agent17.store.database import ExclusiveHold
+from agent17.team.mailbox import Mailbox, MailboxError
+
+TEAMMATE_NAME: Final = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+"""A teammate name: lowercase, starts with a letter, then letters, digits, _ or -, max 32."""
+
+
+class TeamError(Refusal):
+    """A known refusal about teammates (bad or duplicate name, unknown recipient)."""
+
+
+def require_teammate_name(name: object, lead_name: str) -> str:
+    """`name` if it can name a teammate (not the Lead), else TeamError `invalid_teammate_name`."""
+    if not isinstance(name, str) or TEAMMATE_NAME.fullmatch(name) is None:
+        raise TeamError(
+            "invalid_teammate_name",
+            f"{name!r} is not a teammate name: use lowercase letters, digits, _ or -,"
+            " starting with a letter, at most 32 characters",
+        )
+    if name == lead_name:
+        raise TeamError("invalid_teammate_name", f"{name!r} is the Lead's name")
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One row of the team: a name, its state, and the process that last joined as it."""
+
+    name: str
+    state: str  # "active" or "closed"
+    pid: int | None
+    host: str
+
+
+class Membership:
+    """A live worker's hold on its name; `leave()` lets another worker take the name."""
+
+    def __init__(self, name: str, hold: ExclusiveHold) -> None:
+        self.name = name
+        self._hold = hold
+
+    def leave(self) -> None:
+        """Release the name (idempotent); the row keeps its state."""
+        self._hold.release()
+
+
+class TeamRegistry:
+    """The team's members, in the team database, and the locks of their live workers."""
+
+    def __init__(self, mailbox: Mailbox) -> None:
+        self.mailbox = mailbox
+
+    def join(self, name: str) -> Membership:
+        """Take `name` for this process's worker (active again if it was closed).
+
+        Refused with TeamError `teammate_running` while another live worker holds it.
+        """
+        try:
+            hold = self.mailbox.hold_exclusive(f"teammate-{name}")
+        except MailboxError as error:
+            if error.code != "already_held":
+                raise
+            member = self.member(name)
+            where = "" if member is None or member.pid is None else f" (pid {member.pid})"
+            raise TeamError(
+                "teammate_running",
+                f"teammate {name!r} is already running on this board{where}; one name, one worker",
+            ) from None
+        try:
+            self.mailbox.transaction(
+                lambda handle: handle.connection.execute(
+                    "INSERT INTO teammates (name, state, pid, host) VALUES (?, 'active', ?, ?)"
+                    " ON CONFLICT (name) DO UPDATE SET state = 'active', pid = excluded.pid,"
+                    " host = excluded.host",
+                    (name, os.getpid(), socket.gethostname()),
+                )
+            )
+        except BaseException:
+            hold.release()
+            raise
+        return Membership(name, hold)
+
+    def member(self, name: str) -> Member | None:
+        """The row of `name`, or None if no worker ever joined as it."""
+        row = self.mailbox.snapshot(
+            lambda connection: connection.execute(
+                "SELECT name, state, pid, host FROM teammates WHERE name = ?", (name,)
+            ).fetchone()
+        )
+        return None if row is None else Member(*row)
+
+    def members(self) -> list[Member]:
+        """Every teammate that ever joined this board, by name."""
+        rows = self.mailbox.snapshot(
+            lambda connection: connection.execute(
+                "SELECT name, state, pid, host FROM teammates ORDER BY name"
+            ).fetchall()
+        )
+        return [Member(*row) for row in rows]
+
+    def is_closed(self, name: str) -> bool:
+        """True if `name` shut down through the handshake and has not joined again."""
+        member = self.member(name)
+        return member is not None and member.state == "closed"
+
+    def is_live(self, name: str) -> bool:
+        """True if a live worker holds `name` right now (in this process or another)."""
+        try:
+            self.mailbox.hold_exclusive(f"teammate-{name}").release()
+        except MailboxError as error:
+            if error.code == "already_held":
+                return True
+            raise
+        return False
