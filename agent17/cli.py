@@ -1,4 +1,4 @@
-"""The `agent17` command: `demo`, `board` and `run`."""
+"""The `agent17` command: `demo`, `board`, `run` and `teammate`."""
 
 from __future__ import annotations
 
@@ -7,54 +7,161 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import TextIO
 
-from agent17.domain import TaskError
+from agent17.domain import Refusal
 from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
 from agent17.store.sqlite import SqliteTaskStore
-from agent17.wire import task_payload
+from agent17.wire import task_payload, utc_wire_time
+
+ENVIRONMENT_HELP = (
+    "environment: OPENAI_API_KEY, OPENAI_BASE_URL (any OpenAI-compatible server; with"
+    " neither set nothing starts) and AGENT17_MODEL (default gpt-4.1-mini)"
+)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("agent17")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent17",
         description="Work stealing and autonomy: a leased SQLite task board and a team that "
-        "claims work from it.",
+        "claims work from it by itself.",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"agent17 {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    defaults = argparse.ArgumentDefaultsHelpFormatter
 
     demo = commands.add_parser(
-        "demo", help="run the minimal scenario offline with the scripted model"
+        "demo",
+        help="run the chapter's minimal scenario offline (no API key)",
+        description="The Lead creates A and B, then C blocked by both; alice and bob claim the"
+        " work by themselves, with the scripted model. Without --processes they are threads on"
+        " a simulated clock and the story is the same every run; with --processes each is its"
+        " own `agent17 teammate` process in real time. Prints the timeline and the checks;"
+        " exits 0 when every check holds.",
     )
-    demo.add_argument("--workspace", type=Path, help="default: a fresh temporary directory")
+    demo.add_argument(
+        "--workspace", type=Path, help="where the board goes (default: a fresh temporary folder)"
+    )
+    demo.add_argument(
+        "--processes", action="store_true", help="run alice and bob as real OS processes"
+    )
 
-    board = commands.add_parser("board", help="print the task board of a workspace")
-    board.add_argument("--workspace", type=Path, default=Path("."))
-    board.add_argument("--format", choices=("table", "json", "dot"), default="table")
+    board = commands.add_parser(
+        "board",
+        help="print the task board of a workspace",
+        formatter_class=defaults,
+        description="Prints the tasks in creation order with status, owner, lease and"
+        " dependencies. Never creates a board where there is none.",
+    )
+    board.add_argument("--workspace", type=Path, default=Path("."), help="the workspace")
+    board.add_argument(
+        "--format",
+        choices=("table", "json", "dot"),
+        default="table",
+        help="table for people; json: the list of task payloads a model sees; dot: Graphviz",
+    )
+    board.add_argument(
+        "--leases",
+        action="store_true",
+        help="with --format json: each entry is {task, lease_expires_at_utc} (null when no"
+        " lease is held) instead of the bare task payload",
+    )
 
-    run = commands.add_parser("run", help="run a real team through the OpenAI SDK")
+    run = commands.add_parser(
+        "run",
+        help="run a real team through the OpenAI SDK",
+        formatter_class=defaults,
+        description="A Lead model plans the board and spawns teammates (threads of this"
+        " process) that claim work by themselves. Ends when the Lead has answered and no"
+        " teammate has work left. Effectful tools ask for approval on this terminal.",
+        epilog=ENVIRONMENT_HELP,
+    )
     run.add_argument("--prompt", required=True, help="what the Lead should get done")
-    run.add_argument("--workspace", type=Path, default=Path("."))
+    run.add_argument("--workspace", type=Path, default=Path("."), help="the workspace")
+
+    teammate = commands.add_parser(
+        "teammate",
+        help="run ONE teammate as its own OS process on a board",
+        formatter_class=defaults,
+        description="The idle loop of one teammate: its mailbox first, then the plan gate, then"
+        " the first ready task on the board, else a wait that ends early when another process"
+        " sends it a message or changes the board. Exits 0 after the shutdown handshake or the"
+        " idle timeout (one line says which), 130 on Ctrl-C; a second live teammate with the"
+        " same name on the same board is refused.",
+        epilog=ENVIRONMENT_HELP + " (with --model openai)",
+    )
+    teammate.add_argument("--name", required=True, help="the teammate's name, e.g. alice")
+    teammate.add_argument("--workspace", type=Path, default=Path("."), help="the workspace")
+    teammate.add_argument(
+        "--model",
+        choices=("scripted", "openai"),
+        default="scripted",
+        help="scripted: offline, completes each task after --work-seconds",
+    )
+    teammate.add_argument(
+        "--poll-interval", type=float, default=5.0, help="seconds between polls when idle"
+    )
+    teammate.add_argument(
+        "--max-idle-polls", type=int, default=12, help="empty polls in a row before it exits"
+    )
+    teammate.add_argument(
+        "--lease-seconds", type=float, default=300.0, help="the lease of each claim it makes"
+    )
+    teammate.add_argument(
+        "--work-seconds", type=float, default=0.0, help="how long a scripted task takes"
+    )
+    teammate.add_argument(
+        "--start-after-file",
+        type=Path,
+        default=None,
+        help="wait until this file exists before the first pass (how `demo --processes`"
+        " starts its teammates together)",
+    )
     return parser
 
 
-def print_board(workspace: Path, output_format: str, out: TextIO) -> int:
+def print_board(
+    workspace: Path, output_format: str, out: TextIO, *, with_leases: bool = False
+) -> int:
     """Print the board of `workspace` without creating one where none exists."""
     database = workspace / STATE_DIRNAME / TASK_DB_NAME
     if not database.exists():
         print(f"agent17: no task board in {workspace} (looked for {database})", file=sys.stderr)
         return 2
-    from agent17.viz.dag import board_dot, board_table
+    from agent17.viz.dag import active_leases, board_dot, board_table
 
     with SqliteTaskStore(workspace) as store:
         tasks = store.list_tasks()
+        leases = active_leases(store.events())
     if output_format == "json":
-        out.write(json.dumps([task_payload(task) for task in tasks], indent=2) + "\n")
+        if with_leases:
+            entries: list[object] = [
+                {
+                    "task": task_payload(task),
+                    "lease_expires_at_utc": (
+                        utc_wire_time(leases[task.id])
+                        if task.status == "in_progress" and task.id in leases
+                        else None
+                    ),
+                }
+                for task in tasks
+            ]
+        else:
+            entries = [task_payload(task) for task in tasks]
+        out.write(json.dumps(entries, indent=2) + "\n")
     elif output_format == "dot":
-        out.write(board_dot(tasks))
+        out.write(board_dot(tasks, leases=leases))
     else:
-        out.write(board_table(tasks) + "\n")
+        out.write(board_table(tasks, leases=leases) + "\n")
     return 0
 
 
@@ -63,15 +170,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "board":
-            return print_board(args.workspace, args.format, sys.stdout)
+            return print_board(args.workspace, args.format, sys.stdout, with_leases=args.leases)
         if args.command == "demo":
+            if args.processes:
+                from agent17.demo_processes import run_process_demo
+
+                return run_process_demo(args.workspace, sys.stdout)
             from agent17.demo import run_demo
 
             return run_demo(args.workspace, sys.stdout)
+        if args.command == "teammate":
+            from agent17.teammate_process import TeammateConfig, run_teammate
+
+            config = TeammateConfig(
+                name=args.name,
+                workspace=args.workspace,
+                model=args.model,
+                poll_interval_seconds=args.poll_interval,
+                max_idle_polls=args.max_idle_polls,
+                lease_seconds=args.lease_seconds,
+                work_seconds=args.work_seconds,
+                start_gate=args.start_after_file,
+                environ=dict(os.environ),
+            )
+            return run_teammate(config, sys.stdout, sys.stderr)
         from agent17.live import run_live
 
         return run_live(args.prompt, args.workspace, dict(os.environ), sys.stdout)
-    except TaskError as error:
+    except Refusal as error:
         print(f"agent17: {error.code}: {error.message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

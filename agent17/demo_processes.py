@@ -1,0 +1,258 @@
+"""`agent17 demo --processes`: the minimal scenario with alice and bob as real OS processes.
+
+The Lead stays in this process: it puts A, B and C (blocked by both) on the
+board and starts `agent17 teammate --name alice` and `... --name bob`, each its
+own process that knows nothing of the other but the files on disk. Both wait
+at a start gate until both are up, so neither scans first. A scripted task
+takes alice 2 s and bob 3.5 s of real time: long enough that A and B are held
+at once, and one of them is done first. Then the Lead asks the teammate still
+working to shut down after its task: that request waits in its mailbox, and
+its next pass handles it before looking at the board, so the other teammate
+gets C. Who gets which task is up to the
+operating system; every check below holds whatever the interleaving.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import IO, TextIO
+
+from agent17.deterministic import uuid_sequence
+from agent17.domain import EventKind, TaskEvent, TaskStatus, utc_now
+from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
+from agent17.store.sqlite import SqliteTaskStore
+from agent17.team.mailbox import Mailbox
+from agent17.team.protocol import ShutdownResponse, TeamProtocol, TextMessage
+from agent17.team.registry import TeamRegistry
+from agent17.viz.dag import active_leases, board_table
+
+TEAMMATES = ("alice", "bob")
+WORK_SECONDS = {"alice": 2.0, "bob": 3.5}
+"""Real seconds each scripted task takes in each process: one finishes first, on purpose."""
+DEADLINE_SECONDS = 90.0
+LOOK_EVERY_SECONDS = 0.05
+
+
+def _start(name: str, workspace: Path, gate: Path) -> subprocess.Popen[str]:
+    command = [
+        sys.executable, "-m", "agent17", "teammate", "--name", name,
+        "--workspace", str(workspace), "--work-seconds", str(WORK_SECONDS[name]),
+        "--poll-interval", "5", "--max-idle-polls", "12", "--start-after-file", str(gate),
+    ]  # fmt: skip
+    return subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
+
+
+def _relay(stream: IO[str], out: TextIO, lock: threading.Lock, lines: list[str]) -> None:
+    for line in stream:
+        with lock:
+            lines.append(line.rstrip("\n"))
+            out.write(f"  {line}")
+            out.flush()
+
+
+def run_process_demo(workspace: Path | None, out: TextIO) -> int:
+    """Run the scenario with two teammate processes; 0 when every check holds."""
+    if workspace is None:
+        workspace = Path(tempfile.mkdtemp(prefix="agent17-demo-processes-"))
+    elif (workspace / STATE_DIRNAME / TASK_DB_NAME).exists():
+        print(f"agent17: {workspace} already has a task board; the demo needs a fresh workspace")
+        return 2
+    store = SqliteTaskStore(workspace, new_task_id=uuid_sequence(17))
+    mailbox = Mailbox(workspace)
+    protocol = TeamProtocol(mailbox)
+    registry = TeamRegistry(mailbox)
+    lock = threading.Lock()
+    lines: list[str] = []
+    out.write("agent17 demo --processes: alice and bob are separate OS processes\n")
+    out.write(f"workspace: {workspace}\n\n")
+    a = store.create_task("A", "Independent task A.")
+    b = store.create_task("B", "Independent task B.")
+    c = store.create_task("C", "Needs both A and B.", blocked_by=[a.id, b.id])
+    out.write("The Lead (this process) put A, B and C (blocked by A and B) on the board, then\n")
+    out.write("starts two `agent17 teammate` processes (a task takes alice 2 s, bob 3.5 s):\n")
+    gate = workspace / "start-gate"
+    processes = {name: _start(name, workspace, gate) for name in TEAMMATES}
+    relays = [
+        threading.Thread(target=_relay, args=(process.stdout, out, lock, lines), daemon=True)
+        for process in processes.values()
+    ]
+    for relay in relays:
+        relay.start()
+    pids = {name: process.pid for name, process in processes.items()}
+    asked: set[str] = set()
+    asked_while_working: tuple[str, datetime] | None = None
+    overlap = False
+    try:
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        # Open the gate once both have joined the team: neither scans before both are up.
+        while not all(_joined(registry, name, pid) for name, pid in pids.items()):
+            _check_alive(processes, deadline)
+            time.sleep(LOOK_EVERY_SECONDS)
+        gate.touch()
+        while any(process.poll() is None for process in processes.values()):
+            _check_alive(processes, deadline, allow_exit=True)
+            tasks = {task.subject: task for task in store.list_tasks()}
+            held = [task for task in tasks.values() if task.status is TaskStatus.IN_PROGRESS]
+            if len(held) == 2 and not overlap:
+                overlap = True
+                with lock:
+                    out.write(f"  {_now()} lead sees A and B held at once:\n")
+                    table = board_table(list(tasks.values()), leases=active_leases(store.events()))
+                    out.write("".join(f"    {row}\n" for row in table.splitlines()))
+            first_done = [n for n in ("A", "B") if tasks[n].status is TaskStatus.COMPLETED]
+            still = [
+                tasks[n].owner for n in ("A", "B") if tasks[n].status is TaskStatus.IN_PROGRESS
+            ]
+            if len(first_done) == 1 and still and not asked and still[0] is not None:
+                asked.add(still[0])
+                asked_while_working = (still[0], utc_now())
+                protocol.request_shutdown(still[0])
+                with lock:
+                    out.write(
+                        f"  {_now()} lead asks {still[0]}, still working, to shut down after its"
+                        " task: one teammate is enough for C\n"
+                    )
+            if all(t.status is TaskStatus.COMPLETED for t in tasks.values()):
+                for name in TEAMMATES:
+                    if name not in asked and not registry.is_closed(name):
+                        asked.add(name)
+                        protocol.request_shutdown(name)
+                        with lock:
+                            out.write(f"  {_now()} lead: the board is done; asks {name} to stop\n")
+            time.sleep(LOOK_EVERY_SECONDS)
+        for relay in relays:
+            relay.join(10)
+        codes = {name: process.wait() for name, process in processes.items()}
+        return _report(store, protocol, pids, codes, lines, c.id, asked_while_working, out)
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        store.close()
+        mailbox.close()
+
+
+def _now() -> str:
+    return utc_now().strftime("%H:%M:%S.%f")[:-3]
+
+
+def _joined(registry: TeamRegistry, name: str, pid: int) -> bool:
+    member = registry.member(name)
+    return member is not None and member.pid == pid and registry.is_live(name)
+
+
+def _check_alive(
+    processes: dict[str, subprocess.Popen[str]], deadline: float, *, allow_exit: bool = False
+) -> None:
+    if time.monotonic() > deadline:
+        raise TimeoutError("the teammate processes did not finish in time")
+    for name, process in processes.items():
+        code = process.poll()
+        if code is not None and (code != 0 or not allow_exit):
+            raise RuntimeError(f"teammate {name} exited early with code {code}")
+
+
+def _report(
+    store: SqliteTaskStore,
+    protocol: TeamProtocol,
+    pids: dict[str, int],
+    codes: dict[str, int],
+    lines: list[str],
+    c_id: str,
+    first_asked: tuple[str, datetime] | None,
+    out: TextIO,
+) -> int:
+    events = store.events()
+    tasks = store.list_tasks()
+    subjects = {task.id: task.subject for task in tasks}
+    out.write("\nThe event log, with the process behind each line:\n")
+    for event in events:
+        who = f"{event.owner} (pid {pids.get(event.owner or '', '?')})" if event.owner else "lead"
+        out.write(
+            f"  #{event.sequence:<2} {event.at_utc.strftime('%H:%M:%S.%f')[:-3]}"
+            f"  {who:<18} {event.kind.value} {subjects[event.task_id]}\n"
+        )
+    inbox = protocol.receive_all("lead")
+    shutdowns = {
+        d.envelope.sender
+        for d in inbox
+        if isinstance(d.message, ShutdownResponse) and d.message.approved
+    }
+    reports = [d for d in inbox if isinstance(d.message, TextMessage)]
+    out.write(f"\nThe Lead's inbox: {len(reports)} reports, shutdowns from {sorted(shutdowns)}\n")
+    out.write("\nThe board at the end:\n" + board_table(tasks) + "\n\n")
+    checks = _checks(events, subjects, c_id, first_asked)
+    checks += [
+        ("both processes exited 0", all(code == 0 for code in codes.values())),
+        ("both shut down through the protocol", shutdowns == set(pids)),
+        (
+            "each process said why it ended",
+            all(
+                any(f"{name}[{pid}] shut down through the protocol" in line for line in lines)
+                for name, pid in pids.items()
+            ),
+        ),
+    ]
+    for text, ok in checks:
+        out.write(f"  [{'ok' if ok else 'FAILED'}] {text}\n")
+    out.write(f"\nSee the board again: agent17 board --workspace {store.workspace}\n")
+    return 0 if all(ok for _, ok in checks) else 1
+
+
+def _checks(
+    events: list[TaskEvent],
+    subjects: dict[str, str],
+    c_id: str,
+    first_asked: tuple[str, datetime] | None,
+) -> list[tuple[str, bool]]:
+    by_subject = {subject: task for task, subject in subjects.items()}
+    claims = [e for e in events if e.kind is EventKind.CLAIMED]
+    done = {e.task_id: e for e in events if e.kind is EventKind.COMPLETED}
+    claimed = {e.task_id: e for e in claims}
+    a, b = by_subject["A"], by_subject["B"]
+    held_at_once = (
+        a in claimed
+        and b in claimed
+        and a in done
+        and b in done
+        and max(claimed[a].sequence, claimed[b].sequence) < min(done[a].sequence, done[b].sequence)
+    )
+    c_claims = [e for e in claims if e.task_id == c_id]
+    # The teammate asked to stop while it worked handled the request before any new task.
+    took_more = first_asked is not None and any(
+        e.owner == first_asked[0] and e.at_utc > first_asked[1] for e in claims
+    )
+    return [
+        (
+            "A and B were held at the same time, by two different processes",
+            held_at_once and claimed[a].owner != claimed[b].owner,
+        ),
+        (
+            "C was claimed only after A and B were completed",
+            bool(c_claims)
+            and all(t in done and done[t].sequence < c_claims[0].sequence for t in (a, b)),
+        ),
+        ("C was claimed by exactly one teammate", len(c_claims) == 1),
+        (
+            "every task was claimed once and completed once",
+            len(claims) == len(done) == len(subjects),
+        ),
+        (
+            "the teammate asked to stop while it worked took no new task",
+            first_asked is not None and not took_more,
+        ),
+    ]

@@ -1,0 +1,287 @@
+"""Teammates as real OS processes (`agent17 teammate`): real files, real signals, deadlines.
+
+No sleep orders anything here: each step waits, with a deadline, for what the
+processes report (a line on their output) or write (an event on the board).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from agent17 import EventKind, SqliteTaskStore, TaskStatus
+from agent17.team.mailbox import Mailbox
+from agent17.team.protocol import ShutdownResponse, TeamProtocol, TextMessage
+
+pytestmark = pytest.mark.processes
+
+DEADLINE_SECONDS = 60.0
+
+
+class Teammate:
+    """One `agent17 teammate` process and the lines it prints."""
+
+    def __init__(self, workspace: Path, name: str, *options: str) -> None:
+        self.name = name
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "agent17", "teammate", "--name", name,
+             "--workspace", str(workspace), *options],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        self.errors: list[str] = []
+        self._readers = [
+            threading.Thread(
+                target=self._read, args=(self.process.stdout, self.lines), daemon=True
+            ),
+            threading.Thread(target=self._read_errors, daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _read(stream: object, into: queue.Queue[str]) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            into.put(line.rstrip("\n"))
+
+    def _read_errors(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.errors.append(line.rstrip("\n"))
+
+    def wait_for_line(self, fragment: str, timeout: float = DEADLINE_SECONDS) -> str:
+        """The first line containing `fragment` (lines before it are kept in `seen`)."""
+        for line in self.seen:
+            if fragment in line:
+                return line
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                break
+            self.seen.append(line)
+            if fragment in line:
+                return line
+        raise AssertionError(
+            f"{self.name} never printed {fragment!r}; printed {self.seen}, stderr {self.errors}"
+        )
+
+    def finish(self, timeout: float = DEADLINE_SECONDS) -> int:
+        code = self.process.wait(timeout)
+        for reader in self._readers:
+            reader.join(10)
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return code
+
+
+@pytest.fixture
+def teammates() -> Iterator[Callable[..., Teammate]]:
+    started: list[Teammate] = []
+
+    def start(workspace: Path, name: str, *options: str) -> Teammate:
+        teammate = Teammate(workspace, name, *options)
+        started.append(teammate)
+        return teammate
+
+    yield start
+    for teammate in started:
+        if teammate.process.poll() is None:
+            teammate.process.kill()
+        teammate.process.wait(30)
+
+
+def wait_until(
+    condition: Callable[[], bool], what: str, timeout: float = DEADLINE_SECONDS
+) -> float:
+    """Poll `condition` until it holds (deadline `timeout`); the seconds it took."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"timed out waiting until {what}")
+        time.sleep(0.01)
+    return time.monotonic() - started
+
+
+def integrity(path: Path) -> list[str]:
+    connection = sqlite3.connect(path)
+    try:
+        return [row[0] for row in connection.execute("PRAGMA integrity_check")]
+    finally:
+        connection.close()
+
+
+def test_four_teammate_processes_drain_a_dag_of_two_dozen_tasks_with_no_lead(
+    tmp_path: Path, teammates: Callable[..., Teammate]
+) -> None:
+    # Any program can make the board: here a plain script, no Lead at all.
+    store = SqliteTaskStore(tmp_path)
+    rng = random.Random(24)
+    deps: dict[str, tuple[str, ...]] = {}
+    for n in range(24):
+        older = list(deps)[-6:]
+        task = store.create_task(f"T{n}", blocked_by=rng.sample(older, k=min(len(older), n % 3)))
+        deps[task.id] = task.blocked_by
+    assert sum(1 for d in deps.values() if d) >= 12
+    crew = [
+        teammates(tmp_path, f"worker-{n}", "--work-seconds", "0.05", "--poll-interval", "0.5",
+                  "--max-idle-polls", "2")
+        for n in range(4)
+    ]  # fmt: skip
+    for teammate in crew:
+        assert teammate.finish() == 0, teammate.errors
+        assert "idle timeout" in teammate.seen[-1]
+    events = store.events()
+    claims = [e for e in events if e.kind is EventKind.CLAIMED]
+    completed = {e.task_id: e.sequence for e in events if e.kind is EventKind.COMPLETED}
+    assert sorted(e.task_id for e in claims) == sorted(deps)  # each task claimed exactly once
+    assert len(completed) == len(deps)
+    for claim in claims:
+        for dep in deps[claim.task_id]:
+            assert completed[dep] < claim.sequence, "claimed before a dependency completed"
+    assert len({e.owner for e in claims}) >= 2  # the work really was shared
+    assert integrity(store.path) == ["ok"]
+
+
+def test_a_teammate_killed_mid_task_leaves_its_lease_to_expire_and_another_finishes(
+    tmp_path: Path, teammates: Callable[..., Teammate]
+) -> None:
+    store = SqliteTaskStore(tmp_path)
+    task = store.create_task("long job")
+    victim = teammates(tmp_path, "alice", "--work-seconds", "600", "--lease-seconds", "4")
+    victim.wait_for_line("works on long job")
+    (claimed,) = [e for e in store.events() if e.kind is EventKind.CLAIMED]
+    # bob waits idle with a 30 s poll; he must wake when the lease runs out, not at his poll.
+    bob = teammates(tmp_path, "bob", "--poll-interval", "30", "--max-idle-polls", "1")
+    bob.wait_for_line("joined the team")
+    os.kill(victim.process.pid, signal.SIGKILL)
+    assert victim.finish() == -signal.SIGKILL
+    assert store.get_task(task.id).owner == "alice"  # still held: nobody released it early
+    bob.wait_for_line("claimed long job", timeout=20)
+    assert claimed.lease_expires_at_utc is not None
+    events = store.events()
+    kinds = [(e.kind, e.owner) for e in events]
+    assert kinds == [
+        (EventKind.CREATED, None),
+        (EventKind.CLAIMED, "alice"),
+        (EventKind.LEASE_EXPIRED, "alice"),
+        (EventKind.CLAIMED, "bob"),
+        (EventKind.COMPLETED, "bob"),
+    ]
+    assert events[-1].claim_token != claimed.claim_token  # the killed token never completed
+    assert integrity(store.path) == ["ok"]
+    assert integrity(tmp_path / ".agent_tutorial" / "mailbox.sqlite3") == ["ok"]
+    # The kernel dropped alice's hold on her name with her process: she can start again.
+    again = teammates(tmp_path, "alice", "--poll-interval", "0.2", "--max-idle-polls", "1")
+    assert again.finish() == 0, again.errors
+    bob.process.send_signal(signal.SIGINT)
+    bob.finish()
+
+
+def test_a_message_and_a_newly_ready_task_wake_an_idle_teammate_long_before_its_poll(
+    tmp_path: Path, teammates: Callable[..., Teammate]
+) -> None:
+    store = SqliteTaskStore(tmp_path)
+    mailbox = Mailbox(tmp_path)
+    protocol = TeamProtocol(mailbox)
+    alice = teammates(tmp_path, "alice", "--poll-interval", "30", "--max-idle-polls", "5")
+    alice.wait_for_line("joined the team")
+    # It is idle now, in a 30 s wait. A message from the Lead in this process:
+    protocol.send_text("alice", "Please report.", sender="lead")
+    took = wait_until(lambda: mailbox.unacked_count("lead") == 1, "alice answered the Lead")
+    assert took < 5.0, f"the message took {took:.2f} s to be noticed"
+    (answer,) = protocol.receive_all("lead")
+    assert answer.message == TextMessage(content="Acknowledged.")
+    # A task that becomes ready:
+    first = store.create_task("first")
+    second = store.create_task("second", blocked_by=[first.id])
+    took = wait_until(
+        lambda: store.get_task(second.id).status is TaskStatus.COMPLETED, "both tasks were done"
+    )
+    assert took < 5.0, f"the ready tasks took {took:.2f} s to be claimed"
+    protocol.request_shutdown("alice")
+    assert alice.finish() == 0
+    assert "shut down through the protocol" in alice.seen[-1]
+    responses = [d.message for d in protocol.receive_all("lead")]
+    assert any(isinstance(m, ShutdownResponse) and m.approved for m in responses)
+
+
+def test_a_second_live_teammate_with_the_same_name_is_refused(
+    tmp_path: Path, teammates: Callable[..., Teammate]
+) -> None:
+    first = teammates(tmp_path, "alice", "--poll-interval", "30")
+    first.wait_for_line("joined the team")
+    second = teammates(tmp_path, "alice", "--poll-interval", "30")
+    assert second.finish() == 1
+    assert len(second.errors) == 1 and "teammate_running" in second.errors[0]
+    assert f"pid {first.process.pid}" in second.errors[0]
+    assert second.seen == []  # it never joined, so it never scanned
+    assert first.process.poll() is None  # the first one is untouched
+    first.process.send_signal(signal.SIGINT)
+    assert first.finish() == 130
+
+
+def test_an_idle_teammate_exits_0_after_its_idle_timeout_and_fakes_nothing(
+    tmp_path: Path, teammates: Callable[..., Teammate]
+) -> None:
+    alice = teammates(tmp_path, "alice", "--poll-interval", "0.1", "--max-idle-polls", "3")
+    assert alice.finish() == 0
+    assert alice.seen[-1].endswith(
+        "idle timeout: 3 empty polls in a row; exiting (no shutdown was requested)"
+    )
+    with Mailbox(tmp_path) as mailbox:
+        assert mailbox.messages() == []  # no shutdown response, no summary
+
+
+def test_ctrl_c_exits_130_with_every_state_file_whole(
+    tmp_path: Path, teammates: Callable[..., Teammate]
+) -> None:
+    store = SqliteTaskStore(tmp_path)
+    task = store.create_task("A")
+    alice = teammates(tmp_path, "alice", "--work-seconds", "600")
+    alice.wait_for_line("works on A")
+    alice.process.send_signal(signal.SIGINT)
+    assert alice.finish() == 130
+    assert len(alice.errors) == 1 and "interrupted" in alice.errors[0]
+    folder = tmp_path / ".agent_tutorial"
+    for name in ("tasks.sqlite3", "mailbox.sqlite3", "idempotency.sqlite3"):
+        assert integrity(folder / name) == ["ok"], name
+    assert store.get_task(task.id).status is TaskStatus.IN_PROGRESS  # its lease will run out
+    with Mailbox(tmp_path) as mailbox:
+        mailbox.send("anyone", sender="lead", kind="text", body="{}")  # not locked
+
+
+def test_a_bad_configuration_is_one_line_and_creates_nothing(tmp_path: Path) -> None:
+    for options in (
+        ["--name", "Alice"],
+        ["--name", "alice", "--poll-interval", "0"],
+        ["--name", "alice", "--lease-seconds", "0"],
+        ["--name", "alice", "--model", "openai"],
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "agent17", "teammate", "--workspace", str(tmp_path), *options],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={k: v for k, v in os.environ.items() if not k.startswith("OPENAI")},
+            check=False,
+        )
+        assert result.returncode == 2, options
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert list(tmp_path.iterdir()) == []
