@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TextIO
@@ -39,11 +40,14 @@ DEADLINE_SECONDS = 90.0
 LOOK_EVERY_SECONDS = 0.05
 
 
-def _start(name: str, workspace: Path, gate: Path) -> subprocess.Popen[str]:
+def start_teammate(name: str, workspace: Path, *options: str) -> subprocess.Popen[str]:
+    """Start `agent17 teammate --name NAME --workspace DIR OPTIONS...` as its own process.
+
+    Its output (and errors) come back as text lines on `.stdout`; it reads no stdin.
+    """
     command = [
         sys.executable, "-m", "agent17", "teammate", "--name", name,
-        "--workspace", str(workspace), "--work-seconds", str(WORK_SECONDS[name]),
-        "--poll-interval", "5", "--max-idle-polls", "12", "--start-after-file", str(gate),
+        "--workspace", str(workspace), *options,
     ]  # fmt: skip
     return subprocess.Popen(
         command,
@@ -53,6 +57,23 @@ def _start(name: str, workspace: Path, gate: Path) -> subprocess.Popen[str]:
         text=True,
         bufsize=1,
     )
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> float:
+    """Poll `condition` every 10 ms until it holds; the seconds it took (TimeoutError after)."""
+    started = time.monotonic()
+    while not condition():
+        if time.monotonic() - started > timeout:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting until {what}")
+        time.sleep(0.01)
+    return time.monotonic() - started
+
+
+def _start(name: str, workspace: Path, gate: Path) -> subprocess.Popen[str]:
+    return start_teammate(
+        name, workspace, "--work-seconds", str(WORK_SECONDS[name]),
+        "--poll-interval", "5", "--max-idle-polls", "12", "--start-after-file", str(gate),
+    )  # fmt: skip
 
 
 def _relay(stream: IO[str], out: TextIO, lock: threading.Lock, lines: list[str]) -> None:

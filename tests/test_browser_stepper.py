@@ -66,7 +66,7 @@ def test_clicking_step_alice_in_notebook_6_redraws_the_board_with_a_done_by_alic
     assert "#bfe6d8" in after  # the completed fill
 
     click_last(lab, "step bob")
-    lab.page.get_by_text("bob asks to run write_file", exact=False).last.wait_for(
+    lab.page.get_by_text("bob asks to write notes/", exact=False).last.wait_for(
         state="visible", timeout=WAIT_MS
     )
     held = wait_for_last_svg(lab, "in_progress · bob")

@@ -320,9 +320,9 @@ def test_an_approval_request_parks_the_step_until_approve_request_is_clicked(
     request = stepper.pending_approval
     assert request is not None
     assert (request.identity, request.tool) == ("bob", "write_file")
-    assert stepper.log[-1].startswith("bob: waiting for approval: bob asks to run write_file")
+    assert stepper.log[-1].startswith("bob: waiting for approval: bob asks to write notes/")
     assert not stepper.buttons["approve request"].disabled
-    assert "bob asks to run write_file" in stepper.approval_label.value
+    assert "bob asks to write notes/" in stepper.approval_label.value
     assert subjects(team)["B"] == (TaskStatus.IN_PROGRESS, "bob")
 
     # While bob waits, alice still steps: C is blocked, so she idles.

@@ -108,6 +108,19 @@ class ButtonApprover:
             waiting = [parked for parked in self._parked if parked.answer is None]
             return waiting[0].request if waiting else None
 
+    def waiting(self) -> tuple[ApprovalRequest, ...]:
+        """Every request waiting for a button, oldest first (the buttons answer the first)."""
+        with self.condition:
+            return tuple(parked.request for parked in self._parked if parked.answer is None)
+
+    def request_of(self, job: TickJob) -> ApprovalRequest | None:
+        """The request `job`'s tick is parked on, or None."""
+        with self.condition:
+            for parked in self._parked:
+                if parked.job is job and parked.answer is None:
+                    return parked.request
+            return None
+
     @property
     def answers(self) -> tuple[ApprovalAnswer, ...]:
         """Every request answered so far, oldest first."""
@@ -158,9 +171,22 @@ class ButtonApprover:
             return self.condition.wait_for(lambda: job.done or self._parked_job(job), timeout)
 
 
-def describe_request(request: ApprovalRequest, *, width: int = 90) -> str:
-    """An approval request as one line: who wants to run which tool with what."""
-    arguments = json.dumps(dict(request.arguments), sort_keys=True)
-    if len(arguments) > width:
-        arguments = arguments[: width - 3] + "..."
-    return f"{request.identity} asks to run {request.tool} {arguments}"
+def _preview(text: str, width: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def describe_request(request: ApprovalRequest, *, width: int = 60) -> str:
+    """An approval request as one readable line: who, which tool, on what, a short preview."""
+    arguments = request.arguments
+    who = request.identity
+    if request.tool == "write_file" and isinstance(arguments.get("content"), str):
+        content = arguments["content"]
+        return (
+            f"{who} asks to write {arguments.get('path')} ({len(content)} characters:"
+            f" {_preview(content, width)!r})"
+        )
+    if request.tool == "shell" and isinstance(arguments.get("command"), str):
+        return f"{who} asks to run the shell command {_preview(arguments['command'], width)!r}"
+    shown = json.dumps(dict(arguments), sort_keys=True)
+    return f"{who} asks to run {request.tool} {_preview(shown, width)}"

@@ -283,7 +283,7 @@ class TeamStepper:
                 f" within {self.step_timeout:g} s"
             )
         if not job.done:
-            request = self.approvals.pending
+            request = self.approvals.request_of(job)
             if request is not None:
                 self._say(f"{job.name}: waiting for approval: {describe_request(request)}")
             self.refresh()
@@ -400,11 +400,12 @@ class TeamStepper:
         waiting = request is not None
         self.buttons["approve request"].disabled = not waiting
         self.buttons["deny request"].disabled = not waiting
-        self.approval_label.value = (
-            html.escape(describe_request(request, width=48))
-            if request is not None
-            else "nothing to approve"
-        )
+        queued = len(self.approvals.waiting()) if self.approvals is not None else 0
+        if request is None:
+            self.approval_label.value = "nothing to approve"
+        else:
+            more = f" ({queued - 1} more after it)" if queued > 1 else ""
+            self.approval_label.value = html.escape(describe_request(request, width=48) + more)
         plan_waiting = self.latest_pending_plan() is not None
         self.buttons["approve plan"].disabled = not plan_waiting
         self.buttons["reject plan"].disabled = not plan_waiting
