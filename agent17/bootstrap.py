@@ -164,6 +164,7 @@ class Team:
     ledger: IdempotencyLedger
     settings: TeamSettings
     runners: dict[str, AgentRunner] = field(default_factory=dict)
+    _closed: bool = False
 
     def make_subagent(self, model: Model, name: str = "subagent") -> AgentRunner:
         """A one-shot subagent on the same store with the five task tools."""
@@ -178,8 +179,16 @@ class Team:
             max_turns=self.settings.max_turns,
         )
 
+    @property
+    def closed(self) -> bool:
+        """True once `close()` ran: a widget still on screen must not use the team."""
+        return self._closed
+
     def close(self) -> None:
-        """Stop every worker, then close the databases."""
+        """Stop every worker, then close the databases (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
         self.teammates.stop()
         self.ledger.close()
         self.mailbox.close()

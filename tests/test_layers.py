@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("agent17.agent",),
     ("agent17.bootstrap",),
     ("agent17.viz", "agent17.racelab"),
+    ("agent17.exercises",),
     ("agent17.demo", "agent17.demo_processes", "agent17.live", "agent17.teammate_process"),
     ("agent17.cli", "agent17.__main__", "agent17.__init__"),
 )
@@ -57,7 +58,8 @@ def _graph() -> dict[str, set[str]]:
         module = _module_name(path)
         if module.endswith(".__init__") and module != "agent17.__init__":
             module = module.removesuffix(".__init__")
-        graph[module] = {name for name in _imports(path) if name != "agent17"}
+        # `from agent17.x import sub` in x/__init__.py imports its own submodules, not itself.
+        graph[module] = {name for name in _imports(path) if name not in ("agent17", module)}
     return graph
 
 

@@ -478,3 +478,53 @@ def test_a_teammate_running_on_its_own_worker_is_not_stepped(
     assert stepper.log[-1] == "alice: runs on its own worker (runtime started); not stepped"
     assert len(team.store.events()) == events
     assert_clean(stepper)
+
+
+def test_a_panel_whose_team_was_closed_turns_off_instead_of_printing_tracebacks(
+    make_team: TeamFactory,
+) -> None:
+    team = make_team()
+    stepper = TeamStepper(team)
+    team.close()
+    stepper.buttons["step alice"].click()  # a student clicks an old panel
+    assert stepper.errors == ()
+    assert stepper.error_outputs() == []
+    assert all(button.disabled for button in stepper.buttons.values())
+    assert "closed" in stepper.status.value
+
+
+def test_the_panel_says_what_each_teammate_is_doing_and_turns_off_a_closed_one(
+    make_team: TeamFactory,
+) -> None:
+    team = make_team(bob_writes_notes=True)
+    stepper = TeamStepper(team)
+    assert stepper.teammate_states() == {"alice": "idle", "bob": "idle"}
+    stepper.step("alice")  # claims A and completes it at once
+    stepper.step("bob")  # claims B, parks on its note
+    assert stepper.teammate_states()["bob"].startswith("awaiting approval: bob asks to write")
+    stepper.request_shutdown("alice")
+    stepper.step("alice")
+    assert stepper.teammate_states()["alice"] == "closed (shut down)"
+    assert stepper.buttons["step alice"].disabled
+    assert "alice</b>: closed" in stepper.states.value
+    stepper.answer_approval(approve=True)
+    assert stepper.teammate_states()["bob"] == "idle"
+    stepper.close()
+
+
+def test_submit_plan_then_approve_plan_opens_the_gate_through_the_buttons(
+    make_team: TeamFactory,
+) -> None:
+    team = make_team()
+    stepper = TeamStepper(team)
+    stepper.recipient.value = "alice"
+    stepper.message_text.value = "Do A, touch no files."
+    stepper.buttons["submit plan"].click()
+    assert stepper.teammate_states()["alice"] == "plan pending: takes no task"
+    assert not stepper.buttons["approve plan"].disabled
+    stepper.buttons["approve plan"].click()
+    stepper.buttons["step alice"].click()  # reads the verdict: the gate opens
+    assert stepper.last_outcome is not None and stepper.last_outcome.detail == "plan approved"
+    assert stepper.teammate_states()["alice"] == "idle"
+    assert stepper.errors == ()
+    stepper.close()

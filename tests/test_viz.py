@@ -36,7 +36,7 @@ SMALL_BOARD = [
 ]
 
 EXPECTED_DOT = """digraph board {
-\tgraph [fontname=Helvetica nodesep=0.3 rankdir=LR]
+\tgraph [fontname=Helvetica nodesep=0.3 rankdir=LR size="11,8"]
 \tnode [fontname=Helvetica shape=box style="rounded,filled"]
 \tedge [arrowsize=0.7]
 \tfontsize=14 label="small board" labelloc=t
@@ -49,8 +49,10 @@ EXPECTED_DOT = """digraph board {
 \tt1 -> t4 [color="#aaaaaa" style=dashed]
 \tsubgraph cluster_legend {
 \t\tcolor="#999999" fontsize=10 label=legend style=dashed
-\t\tlegend [label=<<table border="0" cellborder="1" cellspacing="4" cellpadding="3"><tr><td bgcolor="#eeeeee" color="#777777" border="1">pending</td><td bgcolor="#fbe3b0" color="#e69f00" border="3">READY</td><td bgcolor="#c6e5f7" color="#0072b2" border="2">in_progress</td><td bgcolor="#bfe6d8" color="#009e73" border="1">completed</td></tr></table>> fontsize=10 shape=plaintext style=""]
+\t\tlegend [label=<<table border="0" cellborder="1" cellspacing="3" cellpadding="3"><tr><td bgcolor="#eeeeee" color="#777777" border="1">pending</td></tr><tr><td bgcolor="#fbe3b0" color="#e69f00" border="3">READY</td></tr><tr><td bgcolor="#c6e5f7" color="#0072b2" border="2">in_progress</td></tr><tr><td bgcolor="#bfe6d8" color="#009e73" border="1">completed</td></tr><tr><td border="0"><font color="#444444">&#8212;&#8212;&gt;</font> still waited for</td></tr><tr><td border="0"><font color="#aaaaaa">- - &gt;</font> done (dashed)</td></tr></table>> fontsize=10 shape=plaintext style=""]
 \t}
+\tt3 -> legend [style=invis]
+\tt4 -> legend [style=invis]
 }
 """  # noqa: E501
 
@@ -256,12 +258,15 @@ def test_the_timeline_shows_one_lane_per_teammate_and_an_expired_bar(
         ("carol", "B", "completed"),
     ]
     assert timeline.describe().splitlines() == [
-        "alice  A  0s -> 60s  completed",
-        "bob    B  0s -> 300s  expired",
-        "carol  B  300s -> 330s  completed",
+        "alice  A  0s -> 60s  completed (lease until 300s)",
+        "bob    B  0s -> 300s  expired (lease until 300s)",
+        "carol  B  300s -> 330s  completed (lease until 600s)",
     ]
     assert timeline.svg.count('<g class="lease expired">') == 1
     assert 'fill="url(#expired-hatch)"' in timeline.svg
+    # Each claim draws its whole lease window; completions and expiries are marked.
+    assert timeline.svg.count('class="window"') == 3
+    assert timeline.svg.count('class="mark"') == 3
     assert timeline._repr_svg_() == timeline.svg
 
 

@@ -138,20 +138,30 @@ def _label(
 
 
 def _legend_label() -> str:
-    cells = "".join(
-        f'<td bgcolor="{style.fill}" color="{style.border}" border="{style.penwidth}">'
-        f"{state.upper() if state == 'ready' else state}</td>"
+    # One column: the legend stands at the right of the board, beside it, not above it.
+    rows = "".join(
+        f'<tr><td bgcolor="{style.fill}" color="{style.border}" border="{style.penwidth}">'
+        f"{state.upper() if state == 'ready' else state}</td></tr>"
         for state, style in STYLES.items()
     )
-    table = '<table border="0" cellborder="1" cellspacing="4" cellpadding="3">'
-    return f"<{table}<tr>{cells}</tr></table>>"
+    edges = (
+        f'<tr><td border="0"><font color="{UNMET_EDGE_COLOUR}">&#8212;&#8212;&gt;</font>'
+        " still waited for</td></tr>"
+        f'<tr><td border="0"><font color="{MET_EDGE_COLOUR}">- - &gt;</font>'
+        " done (dashed)</td></tr>"
+    )
+    table = '<table border="0" cellborder="1" cellspacing="3" cellpadding="3">'
+    return f"<{table}{rows}{edges}</table>>"
 
 
-def _add_legend(graph: graphviz.Digraph) -> None:
-    # One HTML-table node: compact, and it does not stretch the board's ranks.
+def _add_legend(graph: graphviz.Digraph, sinks: Sequence[str]) -> None:
+    # One HTML-table node in its own cluster; invisible edges from the last tasks
+    # of the graph put it in the rank after them: at the right of the board.
     with graph.subgraph(name="cluster_legend") as legend:
         legend.attr(label="legend", fontsize="10", style="dashed", color="#999999")
         legend.node("legend", label=_legend_label(), shape="plaintext", style="", fontsize="10")
+    for sink in sinks:
+        graph.edge(sink, "legend", style="invis")
 
 
 def _board_text(
@@ -223,7 +233,8 @@ def board_digraph(
     lease_map = leases if leases is not None else {}
     graph = BoardGraph(
         name="board",
-        graph_attr={"rankdir": "LR", "fontname": "Helvetica", "nodesep": "0.3"},
+        # size: a wide board is scaled down to fit a notebook's output width.
+        graph_attr={"rankdir": "LR", "fontname": "Helvetica", "nodesep": "0.3", "size": "11,8"},
         node_attr={"shape": "box", "style": "rounded,filled", "fontname": "Helvetica"},
         edge_attr={"arrowsize": "0.7"},
     )
@@ -250,7 +261,8 @@ def board_digraph(
                 color=MET_EDGE_COLOUR if met else UNMET_EDGE_COLOUR,
                 style="dashed" if met else "solid",
             )
-    _add_legend(graph)
+    waited_for = {dep for task in tasks for dep in task.blocked_by}
+    _add_legend(graph, [names[task.id] for task in tasks if task.id not in waited_for])
     graph.board_text = _board_text(tasks, names, lease_map, now, title)
     return graph
 

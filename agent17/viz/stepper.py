@@ -34,9 +34,7 @@ from agent17.agent.permissions import ApprovalRequest
 from agent17.claims import ToolContext
 from agent17.deterministic import ManualClock
 from agent17.domain import EventKind, TaskStatus, utc_now
-from agent17.team.protocol import (
-    PlanRecord,
-)
+from agent17.team.protocol import PlanRecord, PlanStatus
 from agent17.team.teammate import TickOutcome
 from agent17.tools.base import result_error
 from agent17.viz.approvals import ButtonApprover, TickJob, describe_request
@@ -106,6 +104,8 @@ class TeamStepper:
         )
         self.approval_label = widgets.HTML()
         self.status = widgets.HTML()
+        self.states = widgets.HTML()
+        self._panel_closed = False
         self.picture = widgets.Output()
         self.log_view = widgets.HTML()
         self.errors_output = widgets.Output()
@@ -131,6 +131,16 @@ class TeamStepper:
             ],
             layout=widgets.Layout(flex_flow="row wrap"),
         )
+        teammate_row = widgets.HBox(
+            [
+                widgets.HTML("<b>Teammate</b>&nbsp;"),
+                self._button(
+                    "submit plan",
+                    lambda: self.submit_plan(self.recipient.value, self.message_text.value),
+                ),
+                widgets.HTML("&nbsp;(the message text, as a plan of the teammate chosen in 'to')"),
+            ]
+        )
         approval_row = widgets.HBox(
             [
                 widgets.HTML("<b>Approval</b>&nbsp;"),
@@ -142,7 +152,9 @@ class TeamStepper:
         self.widget = widgets.VBox(
             [
                 widgets.HBox([self._step_row, advance, self.clock_seconds]),
+                self.states,
                 lead_row,
+                teammate_row,
                 approval_row,
                 self.status,
                 self.picture,
@@ -263,8 +275,27 @@ class TeamStepper:
         arguments = {"request_id": plan.request_id, "approve": approve, "feedback": feedback}
         return self._lead_tool("review_plan", arguments, about=plan.agent)
 
+    def submit_plan(self, name: str | None, plan: str) -> dict[str, Any]:
+        """Teammate `name` submits `plan` to the Lead (through its own submit_plan tool)."""
+        if name is None:
+            self._say("nobody to submit a plan for")
+            self.refresh()
+            return {}
+        runner = self.team.runners.get(name)
+        tool = runner.tools.get("submit_plan") if runner is not None else None
+        if tool is None:
+            raise LookupError(f"{name} has no submit_plan tool")
+        result = tool.run({"plan": plan}, ToolContext(identity=name))
+        self._say(f"{name}: {_tool_line('submit_plan', result)}")
+        self.refresh()
+        return result
+
     def close(self) -> None:
-        """Deny every parked request and wait (bounded) for the ticks to finish."""
+        """Deny every parked request, wait (bounded) for the ticks, and turn the buttons off."""
+        self._panel_closed = True
+        for button in self.buttons.values():
+            button.disabled = True
+        self.status.value = "this panel is closed (its team was closed): build a new team to go on"
         if self.approvals is not None:
             while self.approvals.pending is not None:
                 self.approvals.answer(False)
@@ -325,6 +356,10 @@ class TeamStepper:
         button = widgets.Button(description=description, layout=widgets.Layout(width="max-content"))
 
         def on_click(_: widgets.Button) -> None:
+            if self._panel_closed or self.team.closed:
+                # A panel left on screen after its team closed: say so, never a traceback.
+                self.close()
+                return
             try:
                 action()
             except Exception as error:
@@ -372,9 +407,45 @@ class TeamStepper:
         # Keep the Lead's choice; otherwise pick the first teammate, never "nobody".
         self.recipient.value = current if current in names else (names[0] if names else None)
 
+    def teammate_states(self) -> dict[str, str]:
+        """Each teammate's state in words: closed, awaiting approval, holds X until T, idle."""
+        tasks = self.team.store.list_tasks()
+        leases = active_leases(self.team.store.events())
+        registry = self.team.teammates.registry
+        states = {}
+        for name in self.team.teammates.names:
+            job = self._jobs.get(name)
+            request = self.approvals.request_of(job) if self.approvals and job else None
+            held = [t for t in tasks if t.status is TaskStatus.IN_PROGRESS and t.owner == name]
+            plan = self.team.protocol.latest_plan(name)
+            if registry.is_closed(name):
+                states[name] = "closed (shut down)"
+            elif request is not None:
+                states[name] = f"awaiting approval: {describe_request(request, width=40)}"
+            elif held:
+                states[name] = ", ".join(
+                    f"holds {t.subject} until {wire_clock(leases[t.id])}"
+                    if t.id in leases
+                    else f"holds {t.subject}"
+                    for t in held
+                )
+            elif plan is not None and plan.status is not PlanStatus.APPROVED:
+                states[name] = f"plan {plan.status.value}: takes no task"
+            else:
+                states[name] = "idle"
+        return states
+
     def refresh(self) -> None:
         """Redraw everything from the team's state: buttons, DAG, approval, status, log."""
+        if self._panel_closed or self.team.closed:
+            return
         self._sync_teammates()
+        states = self.teammate_states()
+        for name, state in states.items():
+            self.buttons[f"step {name}"].disabled = state.startswith("closed")
+        self.states.value = " &nbsp;·&nbsp; ".join(
+            f"<b>{html.escape(name)}</b>: {html.escape(state)}" for name, state in states.items()
+        )
         store = self.team.store
         now = self.now()
         tasks = store.list_tasks()

@@ -1,8 +1,10 @@
 """The lease timeline: one lane per teammate, one bar per claim, drawn as plain SVG text.
 
-A bar starts at the claim. It ends solid at the completion, or hatched in
-vermillion at the lease expiry when the worker was too late (the half-open
-lease [claimed_at, lease_expires_at) is over at its last instant). A claim
+Each claim draws its lease window, the half-open [claimed_at, lease_expires_at),
+as a pale box with a dashed edge. Inside it, the work: solid green from the
+claim to the completion, with a mark at the completion; or hatched in
+vermillion over the whole window when the lease ran out first (the lease is
+over at its last instant), with a cross at the expiry. A claim
 still open at the end of the log is drawn with a dashed outline.
 
 The SVG is written by hand, not by graphviz, so it is byte-for-byte the same
@@ -26,11 +28,12 @@ Outcome = Literal["completed", "expired", "open"]
 WIDTH: Final = 720
 LEFT: Final = 90
 RIGHT: Final = 20
-TOP: Final = 34
+TOP: Final = 44
 LANE: Final = 36
 BAR: Final = 22
 AXIS: Final = 34
 FILLS: Final = {"completed": "#009e73", "expired": "url(#expired-hatch)", "open": "#c6e5f7"}
+WINDOW_FILL: Final = "#eef6fb"
 STROKES: Final = {"completed": "#006b4e", "expired": "#d55e00", "open": "#0072b2"}
 _TICK_STEPS: Final = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
 
@@ -45,6 +48,7 @@ class LeaseBar:
     start: datetime
     end: datetime
     outcome: Outcome
+    lease_end: datetime | None = None  # None only for events that did not record their lease
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +76,23 @@ class LeaseTimeline:
         for bar in self.bars:
             start = (bar.start - self.origin).total_seconds()
             end = (bar.end - self.origin).total_seconds()
+            lease = ""
+            if bar.lease_end is not None:
+                lease = f" (lease until {(bar.lease_end - self.origin).total_seconds():g}s)"
             lines.append(
-                f"{bar.owner.ljust(width)}  {bar.label}  {start:g}s -> {end:g}s  {bar.outcome}"
+                f"{bar.owner.ljust(width)}  {bar.label}  {start:g}s -> {end:g}s"
+                f"  {bar.outcome}{lease}"
             )
         return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.describe()
+
+
+def _lease_end(claim: TaskEvent, lease: timedelta | None) -> datetime | None:
+    if claim.lease_expires_at_utc is not None:
+        return claim.lease_expires_at_utc
+    return None if lease is None else claim.at_utc + lease
 
 
 def _bars(
@@ -91,7 +105,11 @@ def _bars(
     def close(claim: TaskEvent, end: datetime, outcome: Outcome) -> None:
         owner = claim.owner or "?"
         label = labels.get(claim.task_id, short_id(claim.task_id))
-        bars.append(LeaseBar(owner, claim.task_id, label, claim.at_utc, end, outcome))
+        bars.append(
+            LeaseBar(
+                owner, claim.task_id, label, claim.at_utc, end, outcome, _lease_end(claim, lease)
+            )
+        )
 
     for event in ordered:
         if event.kind is EventKind.CLAIMED:
@@ -103,13 +121,11 @@ def _bars(
         if event.kind is EventKind.COMPLETED:
             close(claim, event.at_utc, "completed")
         elif event.kind is EventKind.LEASE_EXPIRED:
-            # The store notices an expiry lazily; the lease itself ended earlier.
-            end = claim.at_utc + lease if lease is not None else event.at_utc
-            close(claim, end, "expired")
+            # The store notices an expiry lazily; the lease itself ended at its own instant.
+            close(claim, _lease_end(claim, lease) or event.at_utc, "expired")
     last = ordered[-1].at_utc if ordered else None
     for claim in open_claims.values():
-        end = claim.at_utc + lease if lease is not None else (last or claim.at_utc)
-        close(claim, end, "open")
+        close(claim, _lease_end(claim, lease) or last or claim.at_utc, "open")
     bars.sort(key=lambda bar: (bar.start, bar.owner, bar.label))
     return bars
 
@@ -135,14 +151,17 @@ def _svg(bars: Sequence[LeaseBar], owners: Sequence[str], origin: datetime | Non
         "</pattern>",
         "</defs>",
         '<rect width="100%" height="100%" fill="#ffffff"/>',
-        '<text x="8" y="20" font-weight="bold">lease timeline'
-        " (solid: completed, hatched: lease expired, dashed: still held)</text>",
+        '<text x="8" y="16" font-weight="bold">lease timeline</text>'
+        '<text x="8" y="31" font-size="11" fill="#444444">dashed box: the lease'
+        " [claimed_at, lease_expires_at) · green: the work, | when completed ·"
+        " hatched: the lease ran out, x at its end</text>",
     ]
     if not bars or origin is None:
         parts.append(f'<text x="{LEFT}" y="{TOP + 20}">no claims yet</text>')
         parts.append("</svg>")
         return "\n".join(parts)
-    span = max((bar.end - origin).total_seconds() for bar in bars) or 1.0
+    span = max((max(bar.end, bar.lease_end or bar.end) - origin).total_seconds() for bar in bars)
+    span = span or 1.0
     step = _tick_step(span)
     span = step * -(-span // step)  # round the axis up to a whole tick
     scale = (WIDTH - LEFT - RIGHT) / span
@@ -172,15 +191,39 @@ def _svg(bars: Sequence[LeaseBar], owners: Sequence[str], origin: datetime | Non
     for bar in bars:
         bar_y = TOP + LANE * owners.index(bar.owner) + (LANE - BAR) / 2
         left = x(bar.start)
-        width = max(x(bar.end) - left, 2.0)
-        dash = ' stroke-dasharray="4 3"' if bar.outcome == "open" else ""
+        window_end = x(bar.lease_end) if bar.lease_end is not None else x(bar.end)
+        work_end = x(bar.end)
+        title = f"{escape(bar.owner)} held {escape(bar.label)}: {bar.outcome}" + (
+            f", lease until {wire_clock(bar.lease_end)}" if bar.lease_end else ""
+        )
+        parts.append(f'<g class="lease {bar.outcome}"><title>{title}</title>')
+        # The lease window: from the claim to the instant the lease is over.
+        parts.append(
+            f'<rect class="window" x="{left:.1f}" y="{bar_y:.1f}"'
+            f' width="{max(window_end - left, 2.0):.1f}" height="{BAR}" rx="3"'
+            f' fill="{WINDOW_FILL}" stroke="{STROKES[bar.outcome]}" stroke-width="1"'
+            ' stroke-dasharray="4 3"/>'
+        )
+        if bar.outcome != "open":
+            parts.append(
+                f'<rect class="work" x="{left:.1f}" y="{bar_y + 3:.1f}"'
+                f' width="{max(work_end - left, 2.0):.1f}" height="{BAR - 6}" rx="2"'
+                f' fill="{FILLS[bar.outcome]}" stroke="{STROKES[bar.outcome]}" stroke-width="1"/>'
+            )
+        if bar.outcome == "completed":
+            parts.append(
+                f'<line class="mark" x1="{work_end:.1f}" y1="{bar_y - 3:.1f}" x2="{work_end:.1f}"'
+                f' y2="{bar_y + BAR + 3:.1f}" stroke="{STROKES["completed"]}" stroke-width="2.5"/>'
+            )
+        elif bar.outcome == "expired":
+            cross = 5
+            parts.append(
+                f'<path class="mark" d="M{work_end - cross:.1f},{bar_y - 4:.1f}'
+                f' l{2 * cross},{2 * cross} m0,{-2 * cross} l{-2 * cross},{2 * cross}"'
+                f' stroke="{STROKES["expired"]}" stroke-width="2.5" fill="none"/>'
+            )
         text_fill = "#ffffff" if bar.outcome == "completed" else "#222222"
         parts.append(
-            f'<g class="lease {bar.outcome}"><title>{escape(bar.owner)} held'
-            f" {escape(bar.label)}: {bar.outcome}</title>"
-            f'<rect x="{left:.1f}" y="{bar_y:.1f}" width="{width:.1f}" height="{BAR}"'
-            f' rx="3" fill="{FILLS[bar.outcome]}" stroke="{STROKES[bar.outcome]}"'
-            f' stroke-width="1.5"{dash}/>'
             f'<text x="{left + 5:.1f}" y="{bar_y + BAR / 2 + 4:.1f}" fill="{text_fill}">'
             f"{escape(bar.label)}</text></g>"
         )
@@ -194,10 +237,11 @@ def lease_timeline(
     *,
     lease: timedelta | None = None,
 ) -> LeaseTimeline:
-    """One lane per teammate, one bar per claim: solid if completed, hatched if it expired.
+    """One lane per teammate, one lease window per claim, the work inside it.
 
-    `tasks` gives the bars their subjects (else short ids); `lease` (the store's
-    `lease`) draws an expired bar up to the instant its lease ended.
+    `tasks` gives the bars their subjects (else short ids). Each claimed event
+    records its lease; `lease` (the store's `lease`) is only the fallback for
+    events that do not.
     """
     labels = {task.id: task.subject for task in tasks}
     bars = _bars(events, labels, lease)

@@ -1,0 +1,141 @@
+"""Exercises for the class: write the piece, and a checker runs it the way the store is tested.
+
+    from agent17.exercises import EXERCISES, check
+
+    def lease_is_live(now, claimed_at, lease_expires_at):
+        ...                                   # your turn
+    check("lease_is_live", lease_is_live)     # PASSED, or what went wrong, in words
+
+Each exercise has a `starter` (what a first attempt looks like: it fails),
+a `solution`, a `hint` and the notebook it belongs to. `check(name, candidate)`
+never raises: a wrong answer, an exception or an endless loop is a failed
+check with the reason. Checks that race run real OS processes; every check runs
+in a child process with a deadline, so a candidate defined in a notebook cell
+works and no candidate can hang the notebook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from agent17.exercises import board, claims, effects, team
+from agent17.exercises._bounded import CheckResult, run_bounded
+
+CHECK_TIMEOUT_SECONDS: Final = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Exercise:
+    """One exercise: what to write, where it belongs, a first attempt, the answer, a hint."""
+
+    name: str
+    title: str
+    notebook: str
+    starter: Callable[..., Any]
+    solution: Callable[..., Any]
+    hint: str
+    checker: Callable[[Any], CheckResult]
+
+
+_ALL: Final = (
+    Exercise(
+        "ready_in_order",
+        "Which tasks could claim_next take, and in which order?",
+        "02_the_sqlite_board",
+        board.ready_in_order_starter,
+        board.ready_in_order_solution,
+        board.READY_IN_ORDER_HINT,
+        board.check_ready_in_order,
+    ),
+    Exercise(
+        "claim_query",
+        "Write the claim's SELECT so that it is one index seek",
+        "02_the_sqlite_board",
+        board.claim_query_starter,
+        board.claim_query_solution,
+        board.CLAIM_QUERY_HINT,
+        board.check_claim_query,
+    ),
+    Exercise(
+        "lease_is_live",
+        "Is the lease still live? The half-open interval",
+        "03_claims_and_leases",
+        board.lease_is_live_starter,
+        board.lease_is_live_solution,
+        board.LEASE_HINT,
+        board.check_lease_is_live,
+    ),
+    Exercise(
+        "take_if_pending",
+        "The conditional UPDATE and its rowcount",
+        "03_claims_and_leases",
+        claims.take_if_pending_starter,
+        claims.take_if_pending_solution,
+        claims.TAKE_IF_PENDING_HINT,
+        claims.check_take_if_pending,
+    ),
+    Exercise(
+        "claim_one",
+        "Take one job atomically, with four processes racing",
+        "04_many_processes",
+        claims.claim_one_starter,
+        claims.claim_one_solution,
+        claims.CLAIM_ONE_HINT,
+        claims.check_claim_one,
+    ),
+    Exercise(
+        "fenced_effect",
+        "Fence a side effect by its claim",
+        "05_tools_and_identity",
+        effects.fenced_effect_starter,
+        effects.fenced_effect_solution,
+        effects.FENCE_HINT,
+        effects.check_fenced_effect,
+    ),
+    Exercise(
+        "next_pass",
+        "Predict what one pass of the idle loop does",
+        "06_the_idle_loop",
+        team.next_pass_starter,
+        team.next_pass_solution,
+        team.NEXT_PASS_HINT,
+        team.check_next_pass,
+    ),
+    Exercise(
+        "wait_or_wake",
+        "A wait that a message cuts short, without burning CPU",
+        "06_the_idle_loop",
+        team.wait_or_wake_starter,
+        team.wait_or_wake_solution,
+        team.WAIT_HINT,
+        team.check_wait_or_wake,
+    ),
+    Exercise(
+        "append_note",
+        "Two teammates, one file: the lost edit",
+        "07_the_whole_team",
+        effects.append_note_starter,
+        effects.append_note_solution,
+        effects.APPEND_HINT,
+        effects.check_append_note,
+    ),
+)
+
+EXERCISES: Final[Mapping[str, Exercise]] = {exercise.name: exercise for exercise in _ALL}
+"""Every exercise by name, in course order."""
+
+
+def check(name: str, candidate: Any) -> CheckResult:
+    """Run exercise `name`'s checker on `candidate`; a failed check says why, it never raises."""
+    exercise = EXERCISES.get(name)
+    if exercise is None:
+        known = ", ".join(EXERCISES)
+        return CheckResult(False, f"there is no exercise {name!r}; the exercises are: {known}")
+    if not callable(candidate):
+        return CheckResult(False, f"pass your function itself (not {type(candidate).__name__})")
+    return run_bounded(lambda: exercise.checker(candidate), CHECK_TIMEOUT_SECONDS)
+
+
+__all__ = ["EXERCISES", "CheckResult", "Exercise", "check"]

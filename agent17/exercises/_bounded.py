@@ -1,0 +1,117 @@
+"""Run a check in a child process with a deadline, so no candidate can hang the notebook.
+
+On Linux and macOS the child is a *fork* of the kernel: it has everything the
+notebook has, so a candidate defined in a notebook cell works as it is, with
+the names it uses from other cells. A candidate that loops forever is killed
+when the deadline passes, and the check fails with that reason. Where fork
+does not exist (Windows) the check runs in a thread instead: it still fails
+after the deadline, but the stuck thread cannot be stopped.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import os
+import pickle
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+FORK_AVAILABLE: Final = "fork" in multiprocessing.get_all_start_methods()
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """The verdict of a check: `passed`, and `feedback` written for the student."""
+
+    passed: bool
+    feedback: str
+
+    def __str__(self) -> str:
+        return f"{'PASSED' if self.passed else 'NOT YET'}: {self.feedback}"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(str(self))
+
+
+_HERE: Final = os.path.dirname(os.path.abspath(__file__))
+
+
+def raised(error: BaseException) -> str:
+    """A raised error as a student reads it: its type, its message, and where in their code."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not os.path.abspath(frame.filename).startswith(_HERE)
+    ]
+    where = f" (line {frames[-1].lineno} of {frames[-1].name})" if frames else ""
+    return f"your code raised {type(error).__name__}: {error}{where}"
+
+
+def _child(check: Callable[[], CheckResult], sender: Any) -> None:
+    # The kernel's stdout is a socket of the parent's: print into a buffer instead,
+    # and show the student what their code printed.
+    printed = io.StringIO()
+    sys.stdout = sys.stderr = printed
+    try:
+        result = check()
+    except BaseException as error:  # sent back and reported, never re-raised here
+        result = CheckResult(False, raised(error))
+    text = printed.getvalue().strip()
+    if text and not result.passed:
+        shown = text if len(text) <= 400 else text[:400] + "..."
+        result = CheckResult(False, f"{result.feedback}\n(your code printed: {shown})")
+    try:
+        sender.send_bytes(pickle.dumps(result))
+    finally:
+        sender.close()
+        os._exit(0)  # no atexit handlers of the kernel in the child
+
+
+def run_bounded(check: Callable[[], CheckResult], timeout: float) -> CheckResult:
+    """`check()` in a forked child (or a thread), failed if it takes longer than `timeout` s."""
+    if not FORK_AVAILABLE:
+        return _run_in_thread(check, timeout)
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    # Not a daemon: a check may start worker processes of its own (claim_one does).
+    child = context.Process(target=_child, args=(check, sender))
+    child.start()
+    sender.close()
+    try:
+        if not receiver.poll(timeout):
+            return CheckResult(
+                False,
+                f"your code did not finish within {timeout:g} seconds: an endless loop, or a"
+                " wait that nothing ends? (the check stopped it)",
+            )
+        result: CheckResult = pickle.loads(receiver.recv_bytes())
+        return result
+    except EOFError:
+        return CheckResult(False, "your code ended the check's process (os._exit or a crash)")
+    finally:
+        receiver.close()
+        if child.is_alive():
+            child.kill()
+        child.join(10)
+
+
+def _run_in_thread(check: Callable[[], CheckResult], timeout: float) -> CheckResult:
+    box: list[CheckResult] = []
+
+    def run() -> None:
+        try:
+            box.append(check())
+        except BaseException as error:
+            box.append(CheckResult(False, raised(error)))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not box:
+        return CheckResult(False, f"your code did not finish within {timeout:g} seconds")
+    return box[0]
