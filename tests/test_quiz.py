@@ -1,0 +1,198 @@
+"""The closing quiz: its key is what the package really does, and its marking never raises."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent17.exercises import quiz
+from agent17.exercises.quiz import QUIZ, Question, check_quiz
+from agent17.team.teammate import TickKind, TickOutcome
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+def _right() -> dict[str, str]:
+    return {question.key: question.answer for question in QUIZ}
+
+
+def _wrong_letters(question: Question) -> list[str]:
+    return [letter for letter in question.letters if letter != question.answer]
+
+
+def _line(feedback: str, key: str) -> str:
+    (line,) = [line for line in feedback.splitlines() if f". {key}:" in line]
+    return line
+
+
+@pytest.fixture(scope="module")
+def key_once() -> dict[str, tuple[str, str]]:
+    return QUIZ._checked_key()
+
+
+@pytest.fixture
+def known_key(monkeypatch: pytest.MonkeyPatch, key_once: dict[str, tuple[str, str]]) -> None:
+    """Mark with the key found once, for tests about the marking rather than the package."""
+    monkeypatch.setattr(QUIZ, "_checked_key", lambda: key_once)
+
+
+def test_the_quiz_covers_the_chapter_in_course_order() -> None:
+    assert 8 <= len(QUIZ) <= 10
+    assert len(set(QUIZ.keys)) == len(QUIZ)
+    notebooks = [question.notebook for question in QUIZ]
+    assert notebooks == sorted(notebooks)
+    for question in QUIZ:
+        assert (NOTEBOOKS / f"{question.notebook}.ipynb").exists(), question.notebook
+        assert 3 <= len(question.choices) <= 4, question.key
+        assert question.answer in question.letters, question.key
+        assert question.prompt.endswith("?"), question.key
+        for choice in question.choices:
+            assert choice.text and choice.why, question.key
+            assert "  " not in choice.text + choice.why, question.key
+        assert len({choice.text for choice in question.choices}) == len(question.choices)
+
+
+@pytest.mark.parametrize("question", list(QUIZ), ids=lambda question: question.key)
+def test_the_written_key_is_what_the_package_does(question: Question, tmp_path: Path) -> None:
+    assert question.observe(tmp_path) == question.answer
+
+
+def test_the_key_check_quiz_marks_with_is_found_by_running_the_package() -> None:
+    key = QUIZ.answer_key()
+    assert key == _right()
+
+
+def test_the_key_follows_the_package_not_the_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    # If a teammate claimed a ready task before reading its shutdown request, the quiz
+    # would say so: the observation, not the written letter, decides.
+    real_pass = quiz.real_pass
+
+    def claims_first(case: Any, folder: Path) -> TickOutcome:
+        if "shutdown_request" in case.mailbox:
+            return TickOutcome("alice", TickKind.CLAIMED)
+        return real_pass(case, folder)
+
+    monkeypatch.setattr(quiz, "real_pass", claims_first)
+    result = check_quiz(_right())
+    assert not result.passed
+    assert _line(result.feedback, "shutdown").startswith("9. shutdown: not a.")
+    assert check_quiz({**_right(), "shutdown": "b"}).passed
+
+
+def test_every_answer_right_passes() -> None:
+    result = check_quiz(_right())
+    assert result.passed, result.feedback
+    assert result.feedback.splitlines()[0] == f"all {len(QUIZ)} right."
+    for question in QUIZ:
+        line = _line(result.feedback, question.key)
+        assert line.endswith(question.choice(question.answer).why)
+        assert ": right." in line
+
+
+def test_one_wrong_answer_fails_and_says_why_that_answer_is_wrong() -> None:
+    answers = {**_right(), "lease_instant": "a"}
+    result = check_quiz(answers)
+    assert not result.passed
+    assert result.feedback.splitlines()[0] == f"{len(QUIZ) - 1} of {len(QUIZ)} right."
+    line = _line(result.feedback, "lease_instant")
+    assert line.startswith("5. lease_instant: not a. The lease is half-open")
+    assert "[claimed_at, lease_expires_at)" in line
+    assert ": right." in _line(result.feedback, "busy_handler")
+
+
+@pytest.mark.usefixtures("known_key")
+@pytest.mark.parametrize("rank", [0, 1, 2])
+def test_each_wrong_choice_has_its_own_feedback(rank: int) -> None:
+    answers = {
+        question.key: _wrong_letters(question)[rank]
+        for question in QUIZ
+        if rank < len(_wrong_letters(question))
+    }
+    result = check_quiz(answers)
+    assert not result.passed
+    for key, letter in answers.items():
+        line = _line(result.feedback, key)
+        assert f"{key}: not {letter}. {QUIZ[key].choice(letter).why}" in line
+
+
+@pytest.mark.usefixtures("known_key")
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("", "no answer yet"),
+        ("   ", "no answer yet"),
+        ("e", "'e' is not one of the letters"),
+        ("bc", "'bc' is not one of the letters"),
+        ("the second one", "is not one of the letters"),
+        (2, "answer with a letter as a string, not int"),
+        (None, "answer with a letter as a string, not NoneType"),
+        (["b"], "answer with a letter as a string, not list"),
+    ],
+)
+def test_a_value_that_is_not_a_letter_is_feedback(value: object, said: str) -> None:
+    result = check_quiz({**_right(), "fencing": value})  # type: ignore[dict-item]
+    assert not result.passed
+    line = _line(result.feedback, "fencing")
+    assert said in line
+    assert line.endswith("(choose a, b, c)")
+
+
+@pytest.mark.usefixtures("known_key")
+def test_letters_are_read_the_way_students_write_them() -> None:
+    answers = {**_right(), "busy_handler": " B) ", "flock": "A", "heartbeat": "d)"}
+    assert check_quiz(answers).passed
+
+
+@pytest.mark.usefixtures("known_key")
+def test_unknown_keys_are_feedback_and_keep_the_quiz_unpassed() -> None:
+    result = check_quiz({**_right(), "lease": "c", 7: "a"})  # type: ignore[dict-item]
+    assert not result.passed
+    last = result.feedback.splitlines()[-1]
+    assert last.startswith("There is no question 'lease', 7; the keys are: busy_handler, flock")
+
+
+@pytest.mark.usefixtures("known_key")
+def test_missing_answers_are_feedback() -> None:
+    result = check_quiz({})
+    assert not result.passed
+    assert result.feedback.splitlines()[0] == f"0 of {len(QUIZ)} right."
+    assert result.feedback.count("no answer yet") == len(QUIZ)
+    assert check_quiz(QUIZ.blank()).feedback == result.feedback
+
+
+@pytest.mark.parametrize("answers", [None, ["b"], "b", 3])
+def test_answers_that_are_not_a_mapping_are_feedback(answers: object) -> None:
+    result = check_quiz(answers)  # type: ignore[arg-type]
+    assert not result.passed
+    assert result.feedback.startswith("pass a dict such as {'busy_handler': 'b', ...}, not ")
+
+
+def test_a_package_run_that_breaks_keeps_the_written_key_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(**_: Any) -> None:
+        raise RuntimeError("race lab unavailable")
+
+    monkeypatch.setattr(quiz, "run_json_race", broken)
+    result = check_quiz(_right())
+    assert result.passed
+    line = _line(result.feedback, "one_statement")
+    assert line.endswith("(the package could not re-check this one: race lab unavailable)")
+
+
+def test_the_notebook_display_lists_every_question_and_choice_but_no_answer() -> None:
+    text, page = str(QUIZ), QUIZ._repr_html_()
+    assert repr(QUIZ) == text
+    assert page.startswith("<div>") and page.endswith("</div>")
+    assert page.count("<li><code>") == len(QUIZ)
+    for number, question in enumerate(QUIZ, start=1):
+        assert f"{number}. [{question.key}] {question.prompt}" in text
+        assert f"<code>{question.key}</code>" in page
+        for letter, choice in zip(question.letters, question.choices, strict=True):
+            assert f"   {letter}) {choice.text}" in text
+            assert f"<b>{letter})</b> {html.escape(choice.text)}" in page
+            assert choice.why not in text and choice.why not in page
+    assert "<script" not in page
