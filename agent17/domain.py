@@ -185,10 +185,12 @@ def name_problem(value: object) -> str | None:
 def text_problem(value: object, *, required: bool = False) -> str | None:
     """Why `value` is not valid text (subject, description, body), or None if it is.
 
-    Any Unicode string is text except one with a lone surrogate or a NUL: no
-    UTF-8 file or PostgreSQL column can hold those exactly, so both stores
-    refuse them rather than store something else. `required`: it must have a
-    character that is not a space (a subject, a message).
+    Any Unicode string is text except one with a lone surrogate or a NUL. A
+    lone surrogate has no UTF-8 encoding, so no database, file or HTTP body can
+    carry it. NUL is a choice: SQLite would store it, but a PostgreSQL text
+    value cannot hold it, and one rule for both stores means a board reads the
+    same wherever it lives. `required`: it must have a character that is not a
+    space (a subject, a message).
     """
     if not isinstance(value, str):
         return f"must be a string, not {type(value).__name__}"

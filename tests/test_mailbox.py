@@ -309,6 +309,22 @@ def test_a_mailbox_replaced_under_an_open_mailbox_is_refused(tmp_path: Path) -> 
         assert refused.value.code == "unsafe_store_path"
 
 
+def test_a_state_folder_swapped_for_a_symlink_under_an_open_mailbox_is_refused(
+    tmp_path: Path,
+) -> None:
+    workspace, elsewhere = tmp_path / "workspace", tmp_path / "elsewhere"
+    with Mailbox(workspace) as mailbox:
+        send_text(mailbox, "alice", "before")
+        folder = workspace / ".agent_tutorial"
+        folder.rename(elsewhere)
+        folder.symlink_to(elsewhere)
+        with pytest.raises(MailboxError) as refused:
+            send_text(mailbox, "alice", "after")
+        assert refused.value.code == "unsafe_store_path"
+    with raw_connection(elsewhere / "mailbox.sqlite3") as connection:
+        assert connection.execute("SELECT count(*) FROM messages").fetchone() == (1,)
+
+
 def test_a_mailbox_symlinked_outside_the_workspace_is_refused(tmp_path: Path) -> None:
     workspace, outside = tmp_path / "workspace", tmp_path / "outside.sqlite3"
     outside.write_bytes(b"")

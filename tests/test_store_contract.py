@@ -14,6 +14,8 @@ import os
 import random
 import select
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -1458,3 +1460,119 @@ def test_the_store_agrees_with_a_small_model_under_random_operations(
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
         ),
     )
+
+
+# == hardening: bad paths every backend must refuse the same way ============================
+# (Backend-neutral: each test uses only the `board` fixture and the public store API.)
+
+TESTS_FOLDER = str(Path(__file__).parent)
+
+# A child that is inside a write transaction (holding the write lock) when SIGINT and
+# SIGTERM arrive together: both are blocked until the parent has sent them, then
+# unblocked at once, so Python raises the first inside the operation and the second at
+# its next check, in the rollback path. The order comes from the signal mask, not time.
+TWO_SIGNALS_CHILD = r"""
+import signal, sys
+BOTH = {signal.SIGINT, signal.SIGTERM}
+signal.pthread_sigmask(signal.SIG_BLOCK, BOTH)  # first, so any later thread inherits it
+backend, where, tests, second = sys.argv[1:5]
+
+
+def terminate(signum, frame):
+    # As `agent17 teammate` turns SIGTERM into KeyboardInterrupt; or a plain exit.
+    raise KeyboardInterrupt if second == "KeyboardInterrupt" else SystemExit("terminated")
+
+
+signal.signal(signal.SIGTERM, terminate)
+sys.path.insert(0, tests)
+from store_backends import open_spec
+from agent17.deterministic import ManualClock
+
+base, armed = ManualClock(), []
+
+
+def clock():
+    # The store reads its clock inside the transaction, once it holds the write lock.
+    if armed:
+        armed.clear()
+        print("inside", flush=True)
+        sys.stdin.readline()  # the parent has sent both signals: they are pending
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, BOTH)  # both are delivered here
+    return base()
+
+
+store = open_spec((backend, where), clock=clock)
+armed.append(True)
+try:
+    store.claim_next("interrupted")
+    print("not interrupted", flush=True)
+except BaseException as error:
+    print("interrupted", type(error).__name__, flush=True)
+sys.stdin.readline()  # the parent has checked the lock
+claim = store.claim_next("interrupted")  # the very same object
+print("claimed", None if claim is None else claim.task.id, flush=True)
+store.close()
+"""
+
+
+def _child_line(child: subprocess.Popen[bytes]) -> str:
+    """The child's next line of output, within a deadline (it never waits on us for long)."""
+    assert child.stdout is not None
+    line = b""
+    deadline = time.monotonic() + RESULT_TIMEOUT_SECONDS
+    while not line.endswith(b"\n"):
+        readable, _, _ = select.select([child.stdout], [], [], deadline - time.monotonic())
+        assert readable, f"the child said nothing in time (so far {line!r})"
+        byte = os.read(child.stdout.fileno(), 1)
+        assert byte, f"the child ended early (so far {line!r})"
+        line += byte
+    return line.decode().strip()
+
+
+def _tell_child(child: subprocess.Popen[bytes]) -> None:
+    assert child.stdin is not None
+    child.stdin.write(b"go\n")
+    child.stdin.flush()
+
+
+def _end_child(child: subprocess.Popen[bytes]) -> None:
+    # A closed stdin lets a child that still waits on us run to its end.
+    assert child.stdin is not None
+    child.stdin.close()
+    try:
+        child.wait(JOIN_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("second", ["KeyboardInterrupt", "SystemExit"])
+def test_two_signals_at_once_inside_an_operation_leave_no_transaction_open(
+    board: Board, second: str
+) -> None:
+    """SIGINT and SIGTERM together to a real process mid-claim: the lock is free at once."""
+    seed = board.store()
+    a = seed.create_task("A")
+    child = subprocess.Popen(
+        [sys.executable, "-c", TWO_SIGNALS_CHILD, *board.spec, TESTS_FOLDER, second],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        bufsize=0,
+    )
+    try:
+        assert _child_line(child) == "inside"
+        os.kill(child.pid, signal.SIGINT)
+        os.kill(child.pid, signal.SIGTERM)
+        _tell_child(child)
+        # The caller sees the first interrupt, whatever the second was.
+        assert _child_line(child) == "interrupted KeyboardInterrupt"
+        # The child is alive and waiting on us: its transaction is gone, its lock free.
+        assert board.write_lock_free()
+        assert seed.get_task(a.id).status == TaskStatus.PENDING
+        _tell_child(child)
+        assert _child_line(child) == f"claimed {a.id}"
+    finally:
+        _end_child(child)
+    assert child.returncode == 0
+    assert [e.owner for e in seed.events() if e.kind == "claimed"] == ["interrupted"]

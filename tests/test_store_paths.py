@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from store_fixtures import db_path, digest, new_store, raises_code
 
-from agent17 import SqliteTaskStore
+from agent17 import Mailbox, SqliteTaskStore
+from agent17.domain import Refusal
 
 
 @pytest.fixture
@@ -156,3 +158,21 @@ def test_a_workspace_that_is_a_file_is_refused(tmp_path: Path) -> None:
     not_a_folder = tmp_path / "file"
     not_a_folder.write_text("x")
     raises_code("unsafe_store_path", lambda: SqliteTaskStore(not_a_folder))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["a\x00b", "half \ud800", "x" * 300, "file/below"],
+    ids=["nul", "surrogate", "long", "file"],
+)
+@pytest.mark.parametrize("opener", [SqliteTaskStore, Mailbox], ids=["board", "mailbox"])
+def test_a_workspace_path_no_state_file_can_live_in_is_unsafe_store_path(
+    tmp_path: Path, name: str, opener: Callable[[Path], object]
+) -> None:
+    # A NUL or a surrogate cannot reach the file system or SQLite's UTF-8 file name;
+    # a name past NAME_MAX, or a path through a regular file, cannot be a folder.
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(Refusal) as refused:
+        opener(tmp_path / name)
+    assert refused.value.code == "unsafe_store_path"
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == ["file"]

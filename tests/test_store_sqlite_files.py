@@ -79,6 +79,34 @@ def test_a_schema_mismatch_still_in_the_wal_of_a_crashed_writer_leaves_both_file
     assert wal.exists() and digest(wal) == wal_before
 
 
+@pytest.mark.parametrize("shm_before", [False, True], ids=["no-shm", "shm"])
+def test_a_refused_file_with_a_wal_gets_no_new_shm_and_keeps_its_own(
+    tmp_path: Path, shm_before: bool
+) -> None:
+    # The read-only probe makes SQLite create a -shm; a refusal removes it only if the
+    # probe made it, never one that was there (a crashed or live writer's).
+    new_store(tmp_path).close()
+    path = db_path(tmp_path)
+    writer = (
+        "import os, sqlite3, sys\n"
+        "connection = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "connection.execute('PRAGMA wal_autocheckpoint = 0')\n"
+        "connection.execute(\"UPDATE task_metadata SET value = '99'\")\n"
+        "os._exit(0)  # die like kill -9: no close, no checkpoint\n"
+    )
+    subprocess.run([sys.executable, "-c", writer, str(path)], check=True, timeout=60)
+    wal, shm = (path.with_name(path.name + end) for end in ("-wal", "-shm"))
+    if not shm_before:
+        shm.unlink()
+    names = sorted(entry.name for entry in path.parent.iterdir())
+    main_before, wal_before = digest(path), digest(wal)
+
+    raises_code("schema_version_mismatch", lambda: new_store(tmp_path))
+    assert sorted(entry.name for entry in path.parent.iterdir()) == names
+    assert shm.exists() is shm_before
+    assert digest(path) == main_before and digest(wal) == wal_before
+
+
 def test_a_missing_schema_version_row_is_a_mismatch(tmp_path: Path) -> None:
     path = _board_with_tasks(tmp_path)
     with raw_connection(path) as connection:
@@ -247,6 +275,65 @@ def test_a_hard_link_made_to_an_open_board_is_refused(tmp_path: Path) -> None:
     raises_code("unsafe_store_path", store.list_tasks)
 
 
+@pytest.mark.parametrize("moved_to", ["outside", "inside"])
+def test_a_state_folder_moved_away_and_replaced_by_a_symlink_is_refused_and_not_written(
+    tmp_path: Path, moved_to: str
+) -> None:
+    # The file keeps its inode (lstat of the path follows the folder's symlink), so
+    # only the folder's own identity shows the swap.
+    workspace = tmp_path / "workspace"
+    store = new_store(workspace)
+    store.create_task("A")
+    folder = workspace / ".agent_tutorial"
+    moved = tmp_path / "elsewhere" if moved_to == "outside" else workspace / "moved"
+    folder.rename(moved)
+    folder.symlink_to(moved)
+    board, wal = moved / "tasks.sqlite3", moved / "tasks.sqlite3-wal"
+    before = digest(board), digest(wal)
+
+    raises_code("unsafe_store_path", lambda: store.create_task("B"))
+    raises_code("unsafe_store_path", store.list_tasks)
+    assert (digest(board), digest(wal)) == before
+    store.close()
+    with raw_connection(board) as connection:
+        assert connection.execute("SELECT subject FROM tasks").fetchall() == [("A",)]
+
+
+def test_a_state_folder_replaced_by_a_new_one_holding_the_same_file_is_refused(
+    tmp_path: Path,
+) -> None:
+    # The file itself (same inode, one link) moved into a fresh folder without its
+    # -wal: a new opener would read it without the frames this store still writes.
+    store = new_store(tmp_path)
+    store.create_task("A")
+    folder, old = tmp_path / ".agent_tutorial", tmp_path / "old"
+    folder.rename(old)
+    folder.mkdir()
+    (old / "tasks.sqlite3").rename(folder / "tasks.sqlite3")
+    raises_code("unsafe_store_path", store.list_tasks)
+
+
+def test_a_transaction_left_open_on_the_connection_is_rolled_back_by_the_next_call(
+    tmp_path: Path,
+) -> None:
+    # What an interrupt escaping the rollback loop (a third signal on its retry) would
+    # leave; the backstop at the start of every call ends it. Only the state it leaves
+    # can be made from outside, hence the private connection.
+    store = new_store(tmp_path)
+    store.create_task("A")
+    connection = store._db._connection
+    connection.execute("BEGIN IMMEDIATE")
+    connection.execute("UPDATE task_metadata SET value = 'x' WHERE key = 'schema_version'")
+    assert store.create_task("B").subject == "B"
+    assert not connection.in_transaction
+    with raw_connection(store.path) as other:
+        other.execute("PRAGMA busy_timeout = 0")
+        other.execute("BEGIN IMMEDIATE")  # the lock is free
+        other.execute("ROLLBACK")
+        assert other.execute("SELECT value FROM task_metadata").fetchone() == ("2",)
+    assert [t.subject for t in store.list_tasks()] == ["A", "B"]
+
+
 # -- the query plan ------------------------------------------------------------------------------
 
 
@@ -316,6 +403,25 @@ def test_a_refused_completion_commits_the_release_it_made(tmp_path: Path) -> Non
         logged = [kind for (kind,) in connection.execute("SELECT kind FROM task_events")]
     assert row == ("pending", None, None, None)
     assert logged == ["created", "claimed", "lease_expired"]
+
+
+# -- rows edited by hand: a stored value no store writes is store_unreadable -----------------
+
+
+@pytest.mark.parametrize("column", ["subject", "description", "owner"])
+def test_a_text_value_that_is_not_utf8_is_store_unreadable_for_every_read(
+    tmp_path: Path, column: str
+) -> None:
+    # Python's sqlite3 cannot decode it; the store must say what it means, with its code.
+    store = new_store(tmp_path)
+    a = store.create_task("A")
+    store.claim_task(a.id, "alice")
+    with raw_connection(db_path(tmp_path), unchecked=True) as connection:
+        connection.execute(f"UPDATE tasks SET {column} = CAST(x'ff41' AS TEXT)")
+    raises_code("store_unreadable", store.list_tasks)
+    raises_code("store_unreadable", lambda: store.get_task(a.id))
+    # The failed reads left no transaction open: the same store still writes.
+    assert store.create_task("B").subject == "B"
 
 
 # -- what the schema itself enforces, whoever writes the SQL ---------------------------------

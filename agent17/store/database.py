@@ -14,21 +14,31 @@ each is opened here, the same way:
    timeout, foreign keys on, WAL with synchronous=FULL; an empty file gets the
    whole schema file in one transaction.
 
-Every later operation goes through `transaction()`: BEGIN, the work, COMMIT,
-with the BEGIN and everything after it inside one `try` that rolls back on
-any BaseException (a Ctrl-C included). So an interrupt at any point leaves no
+A file of 0 bytes counts as a new, empty database and gets the schema. That
+is a judgement call: 0 bytes hold no data to protect, it is exactly what a
+process killed between creating the file and writing its first page leaves
+behind, and SQLite itself reads a zero-length file as an empty database (and
+discards a -wal beside it, whose frames cannot belong to it). Refusing it
+would strand every workspace whose first run was interrupted at that moment.
+
+Every later operation goes through `transaction()` or `snapshot()`: BEGIN,
+the work, COMMIT, with the BEGIN and everything after it inside one `try`
+whose handler rolls back on any BaseException (a Ctrl-C included) and keeps
+rolling back through a second interrupt, so an interrupt leaves no
 transaction open and no lock held, and the same object keeps working. Inside
-the transaction the file's identity is checked first: a board replaced under
-an open store (a backup restore, a sync tool's `os.replace`) is refused
-instead of written to an orphaned inode.
+the transaction the state folder's and the file's identity are checked
+first: a board replaced, moved or re-linked under an open store is refused
+(see `_check_identity` for why that matters).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +56,12 @@ BUSY_TIMEOUT_SECONDS: Final = 30.0
 SQLITE_HEADER: Final = b"SQLite format 3\x00"
 # Primary result codes that mean "this file is not an intact database".
 _UNREADABLE_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+# What Python's sqlite3 says (no SQLite code) when a TEXT value is not UTF-8:
+# a row written by hand, since every value we bind is valid UTF-8.
+_UNDECODABLE_TEXT: Final = "Could not decode to UTF-8"
+# Path errors that mean "no state file can live there", as opposed to the
+# environment refusing us (permissions, a full or read-only disk).
+_UNUSABLE_PATH_ERRNOS: Final = frozenset({errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP})
 
 _LOCK_KEY: Final = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 
@@ -110,9 +126,10 @@ class StateDatabase:
     ) -> None:
         self.schema = schema
         self._refusal = refusal
-        self.path: Path = safe_state_file(workspace, file_name, refusal)
+        self.path: Path = _checked_path(workspace, file_name, refusal)
         self.workspace: Path = self.path.parent.parent
         self._lock = threading.Lock()
+        self._folder_identity = self._state_folder_identity()
         before = check_state_file(self.path, self.workspace, refusal)
         if before is not None and before.st_size > 0:
             self._probe_read_only()
@@ -130,6 +147,7 @@ class StateDatabase:
             ):
                 raise refusal(ErrorCode.UNSAFE_STORE_PATH, f"{self.path} changed while opening")
             self._identity = _identity(opened)
+            self._check_identity()  # and the folder may have been swapped meanwhile
             self._connection.row_factory = sqlite3.Row  # rows are read by column name
             self._connection.execute("PRAGMA foreign_keys = ON")
             # WAL: readers never block the writer. FULL: a commit survives a power cut,
@@ -171,13 +189,18 @@ class StateDatabase:
 
     @staticmethod
     def _remove_probe_sidecars(sidecars: list[Path], existed: list[bool]) -> None:
-        # A refused file is left as it was found: the empty -wal and the -shm that
-        # the read-only probe itself created go again (one with content stays).
+        # Opening a WAL database, even read-only, makes SQLite create its -shm (and
+        # an empty -wal when there was none). A refusal promises the file is left as
+        # it was found, and the folder with it: whoever inspects or copies it next
+        # should see what was there, not files that suggest a connection used it. So
+        # what the probe created goes again. A -wal or -shm that was there before
+        # may be a crashed writer's (or a live one's) and stays, as does any -wal
+        # with frames in it.
         wal, shm = sidecars
         if not existed[0] and wal.exists() and wal.stat().st_size == 0:
             wal.unlink(missing_ok=True)
-            if not existed[1]:
-                shm.unlink(missing_ok=True)
+        if not existed[1]:
+            shm.unlink(missing_ok=True)
 
     def _create_or_verify(self) -> None:
         def create(connection: sqlite3.Connection) -> bool:
@@ -255,6 +278,11 @@ class StateDatabase:
     def _run(self, operation: Callable[[sqlite3.Connection], T], *, begin: str | None) -> T:
         connection = self._connection
         with self._lock:
+            if connection.in_transaction:
+                # Backstop: an interrupt that escaped the rollback below (a third signal
+                # landing between its retries) left the last transaction open. Nothing
+                # of it was committed, so it is rolled back before anything else.
+                connection.execute("ROLLBACK")
             try:
                 # BEGIN is inside the try: a Ctrl-C that lands while it waits for the
                 # lock, or right after it succeeds, still reaches the rollback below.
@@ -265,41 +293,67 @@ class StateDatabase:
                 if connection.in_transaction:
                     connection.execute("COMMIT")
                 return result
-            except sqlite3.DatabaseError as error:
-                self._rollback()
-                if (getattr(error, "sqlite_errorcode", None) or 0) & 0xFF in _UNREADABLE_CODES:
+            except BaseException as error:
+                # Python raises a pending signal at the next check between bytecodes: a
+                # second Ctrl-C, or SIGTERM turned into KeyboardInterrupt, can land here.
+                # On entry to a helper function it would escape before any try and leave
+                # the transaction open, holding the write lock against every other
+                # process. So the retry loop is inline and its try holds only the C
+                # call; whatever interrupts it, the rollback is tried again, and the
+                # first error is the one raised.
+                while True:
+                    try:
+                        if connection.in_transaction:
+                            connection.execute("ROLLBACK")
+                        break
+                    except sqlite3.Error:
+                        break  # the connection is unusable; SQLite ends its transaction
+                    except BaseException:  # a second interrupt: roll back all the same
+                        continue
+                if isinstance(error, sqlite3.DatabaseError) and _is_unreadable(error):
                     raise self._unreadable(error) from None
                 raise
-            except BaseException:
-                self._rollback()
-                raise
-
-    def _rollback(self) -> None:
-        # Keep trying through a second Ctrl-C: leaving the transaction open would
-        # hold the write lock against every other process until this one exits.
-        while True:
-            try:
-                if self._connection.in_transaction:
-                    self._connection.execute("ROLLBACK")
-                return
-            except KeyboardInterrupt:
-                continue
-            except sqlite3.Error:
-                return  # the connection is gone or SQLite already rolled back
 
     def _check_identity(self) -> None:
+        """Refuse to go on if the state folder or the file is no longer the one opened.
+
+        SQLite keeps the descriptors it opened, whatever happens to the names. After
+        a swap (a backup restored with `os.replace`, the folder moved away and a
+        symlink left in its place, a second hard link) this connection would go on
+        writing to the old file (deleted, or somewhere else, maybe outside the
+        workspace) while every process that opens the path now gets another board:
+        two boards, and a task can be claimed on each. The check runs inside the
+        transaction, after BEGIN, so a lock wait of any length cannot hide a swap
+        that happened before this transaction started. The folder is checked with
+        lstat first, because lstat of the file follows a symlink in its parent.
+        """
+        folder = self.path.parent
         try:
+            folder_now = os.lstat(folder)
             now = os.lstat(self.path)
         except FileNotFoundError:
             raise self._refusal(
                 ErrorCode.UNSAFE_STORE_PATH, f"{self.path} was removed while open"
             ) from None
+        if stat.S_ISLNK(folder_now.st_mode) or _identity(folder_now) != self._folder_identity:
+            raise self._refusal(
+                ErrorCode.UNSAFE_STORE_PATH,
+                f"{folder} is no longer the state folder this {self.schema.what} opened"
+                " (moved, replaced or made a symbolic link); open it again",
+            )
         if _identity(now) != self._identity or now.st_nlink != 1:
             raise self._refusal(
                 ErrorCode.UNSAFE_STORE_PATH,
                 f"{self.path} is no longer the file this {self.schema.what} opened"
                 " (replaced, moved or linked); open it again",
             )
+
+    def _state_folder_identity(self) -> tuple[int, int]:
+        folder = self.path.parent
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode):  # swapped since paths.py checked it
+            raise self._refusal(ErrorCode.UNSAFE_STORE_PATH, f"{folder} changed while opening")
+        return _identity(info)
 
     def data_version(self) -> int:
         """A number that changes whenever another connection commits to this file.
@@ -360,3 +414,34 @@ class ExclusiveHold:
 
 def _identity(info: os.stat_result) -> tuple[int, int]:
     return info.st_dev, info.st_ino
+
+
+def _is_unreadable(error: sqlite3.DatabaseError) -> bool:
+    code = getattr(error, "sqlite_errorcode", None) or 0
+    return code & 0xFF in _UNREADABLE_CODES or str(error).startswith(_UNDECODABLE_TEXT)
+
+
+def _checked_path(
+    workspace: str | os.PathLike[str], file_name: str, refusal: RefusalFactory
+) -> Path:
+    """`paths.safe_state_file`, with a workspace no state file can live in refused by code."""
+    text = os.fspath(workspace)  # TypeError for what is not a path at all: a wiring bug
+    if isinstance(text, str):
+        if "\x00" in text:
+            raise refusal(ErrorCode.UNSAFE_STORE_PATH, "the workspace path contains a NUL")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # SQLite opens a file by its UTF-8 name; a surrogate (an undecodable byte
+            # of a file name, or a lone half of a pair) has none.
+            raise refusal(
+                ErrorCode.UNSAFE_STORE_PATH, f"the workspace path is not valid Unicode: {text!r}"
+            ) from None
+    try:
+        return safe_state_file(workspace, file_name, refusal)
+    except OSError as error:
+        if error.errno not in _UNUSABLE_PATH_ERRNOS:
+            raise
+        raise refusal(
+            ErrorCode.UNSAFE_STORE_PATH, f"no state file can live in {text!r}: {error.strerror}"
+        ) from None

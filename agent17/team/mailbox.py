@@ -186,10 +186,9 @@ class Mailbox:
         woken: list[str] = []
 
         def run(connection: sqlite3.Connection) -> T:
-            del woken[:]  # a retried run starts clean
-            handle = MailboxTransaction(connection, woken)
-            return operation(handle)
+            return operation(MailboxTransaction(connection, woken))
 
+        # Read only once the commit is done: a rolled-back transaction wakes nobody.
         result = self._db.transaction(run)
         for recipient in woken:
             self.wakeups.wake(recipient)
