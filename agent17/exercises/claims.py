@@ -7,28 +7,37 @@ The table is the smallest board there is:
 `claim_one` is checked the way the store is tested: first in one process,
 then by several worker processes started together on one file, each taking
 jobs until none is left. The checker's connection is a real
-`sqlite3.Connection` (autocommit, WAL, a busy timeout) that pauses a little
-after every SELECT: a scan-then-claim that is not one transaction then loses
-the race every time, instead of once in a thousand runs.
+`sqlite3.Connection` (autocommit, WAL, a busy timeout) that widens the gap
+between look and take on purpose: each worker's first SELECT waits until every
+worker has made its first SELECT (unless the connection already holds the
+write lock, as after BEGIN IMMEDIATE, when nobody else can look anyway), and
+every SELECT pauses a little. A look-then-take that is not one step for
+everyone else therefore loses the race on every run, always on job 1, so the
+feedback is the same text every time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
 import sqlite3
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Self
 
 from agent17.exercises._bounded import FORK_AVAILABLE, CheckResult, raised
 
 WORKERS: Final = 4
 JOBS: Final = 24
 PAUSE_AFTER_SELECT_SECONDS: Final = 0.004
+# Only a candidate that makes others wait without SQLite's write lock (a file lock, say)
+# ever waits this long at the first look; a racy one arrives there together.
+FIRST_LOOK_TIMEOUT_SECONDS: Final = 3.0
 BUSY_TIMEOUT_SECONDS: Final = 10.0
 ROUND_TIMEOUT_SECONDS: Final = 40.0
 
@@ -37,21 +46,52 @@ TakeIfPending = Callable[[sqlite3.Connection, int, str], bool]
 
 
 class SlowSelectConnection(sqlite3.Connection):
-    """A real connection that pauses after each SELECT: it widens any gap between look and take.
+    """A real connection that widens any gap between look and take (see the module docstring).
 
     It also counts the UPDATEs that changed no row, so that the feedback can tell
     "two steps, both wrote" from "one wrote, the other did not look at rowcount".
+    Statements run through `execute` or through a `cursor()` are treated alike.
     """
 
     missed_updates = 0
+    first_look: Any = None  # in a race: the barrier every worker's first SELECT meets
+    _writing = False  # this transaction holds the write lock
+
+    # Any: typeshed spells cursor() as two overloads, and one signature serves both here.
+    def cursor(self, factory: Any = None) -> Any:
+        return super().cursor(factory or _SlowCursor)
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
-        cursor = super().execute(sql, parameters)
-        statement = sql.lstrip().upper()
-        if statement.startswith("SELECT"):
+        cursor: sqlite3.Cursor = self.cursor()
+        return cursor.execute(sql, parameters)
+
+    def after_statement(self, sql: str, rowcount: int) -> None:
+        """Note who holds the write lock and which UPDATEs missed; hold every SELECT a little."""
+        words = sql.lstrip().upper().split(None, 2)
+        verb = words[0] if words else ""
+        if verb == "BEGIN":
+            self._writing = len(words) > 1 and words[1] in ("IMMEDIATE", "EXCLUSIVE")
+        elif verb in ("INSERT", "UPDATE", "DELETE", "REPLACE"):
+            if verb == "UPDATE" and rowcount == 0:
+                self.missed_updates += 1
+            self._writing = True
+        elif verb == "SELECT":
             time.sleep(PAUSE_AFTER_SELECT_SECONDS)
-        elif statement.startswith("UPDATE") and cursor.rowcount == 0:
-            self.missed_updates += 1
+            barrier, self.first_look = self.first_look, None
+            # Holding the write lock, waiting would only hold everyone else up.
+            if barrier is not None and not (self.in_transaction and self._writing):
+                with contextlib.suppress(threading.BrokenBarrierError):
+                    barrier.wait(FIRST_LOOK_TIMEOUT_SECONDS)
+        if not self.in_transaction:
+            self._writing = False
+
+
+class _SlowCursor(sqlite3.Cursor):
+    def execute(self, sql: str, parameters: Any = (), /) -> Self:
+        cursor = super().execute(sql, parameters)
+        connection = self.connection
+        if isinstance(connection, SlowSelectConnection):
+            connection.after_statement(sql, cursor.rowcount)
         return cursor
 
 
@@ -74,7 +114,7 @@ def make_jobs(path: Path, jobs: int, taken: frozenset[int] = frozenset()) -> Non
         connection.close()
 
 
-def open_checked(path: Path) -> sqlite3.Connection:
+def open_checked(path: Path) -> SlowSelectConnection:
     """The connection a candidate gets: autocommit, WAL, a busy timeout, slow after SELECT."""
     connection = sqlite3.connect(
         path,
@@ -177,15 +217,19 @@ def _sequential(candidate: ClaimOne, folder: Path) -> str | None:
 Report = tuple[list[int], str | None, int]  # jobs it said it got, its error, missed UPDATEs
 
 
-def _race_worker(candidate: ClaimOne, path: str, owner: str, start: Any, out: str) -> None:
+def _race_worker(
+    candidate: ClaimOne, path: str, owner: str, barriers: tuple[Any, Any], out: str
+) -> None:
     taken: list[int] = []
     error: str | None = None
     connection: SlowSelectConnection | None = None
+    start, first_look = barriers
     try:
-        connection = open_checked(Path(path))  # type: ignore[assignment]
+        connection = open_checked(Path(path))
+        connection.first_look = first_look
         start.wait(ROUND_TIMEOUT_SECONDS)
         for _ in range(JOBS + 1):
-            job = candidate(connection, owner)  # type: ignore[arg-type]
+            job = candidate(connection, owner)
             if job is None:
                 break
             taken.append(int(job))
@@ -203,12 +247,12 @@ def _race(candidate: ClaimOne, folder: Path) -> str | None:
     make_jobs(path, JOBS)
     # fork: a candidate defined in a notebook cell is in every worker, as it is.
     context: Any = multiprocessing.get_context("fork" if FORK_AVAILABLE else "spawn")
-    start = context.Barrier(WORKERS)
+    barriers = (context.Barrier(WORKERS), context.Barrier(WORKERS))
     names = ("bob", "carol", "dave", "erin", "frank", "grace")[:WORKERS]
     outs = {name: folder / f"{name}.json" for name in names}
     workers = [
         context.Process(
-            target=_race_worker, args=(candidate, str(path), name, start, str(outs[name]))
+            target=_race_worker, args=(candidate, str(path), name, barriers, str(outs[name]))
         )
         for name in names
     ]
@@ -238,17 +282,21 @@ def _race(candidate: ClaimOne, folder: Path) -> str | None:
 
 
 def _judge_race(reports: dict[str, Report], jobs: dict[int, tuple[str, str | None]]) -> str | None:
-    for owner, (_, error, _) in sorted(reports.items()):
-        if error is not None:
-            locked = "locked" in error or "busy" in error.lower()
-            advice = (
-                " With a plain BEGIN a reader cannot always become a writer: SQLite answers"
-                " 'database is locked' at once instead of waiting. Take the write lock"
-                " first: BEGIN IMMEDIATE."
-                if locked
-                else ""
-            )
-            return f"while {WORKERS} processes raced, {owner}'s call failed: {error}.{advice}"
+    # Name only what the widened window makes the same on every run: the first job, and
+    # who failed or was told what about it, never who happened to write last.
+    failed = [owner for owner, (_, error, _) in sorted(reports.items()) if error is not None]
+    if failed:
+        error = str(reports[failed[0]][1])
+        locked = "locked" in error or "busy" in error.lower()
+        advice = (
+            " With a plain BEGIN a reader cannot always become a writer: SQLite answers"
+            " 'database is locked' at once instead of waiting. Take the write lock"
+            " first: BEGIN IMMEDIATE."
+            if locked
+            else ""
+        )
+        who = "one of them failed" if len(failed) == 1 else f"{len(failed)} of them failed"
+        return f"while {WORKERS} processes raced, {who}: {error}.{advice}"
     said: dict[int, list[str]] = {}
     for owner, (taken, _, _) in sorted(reports.items()):
         for job in taken:
@@ -265,6 +313,13 @@ def _judge_race(reports: dict[str, Report], jobs: dict[int, tuple[str, str | Non
                 f"{who} {every} got job {job}: your SELECT and UPDATE are two separate steps, so"
                 " one looked while another had not written yet, and each wrote. Make them one"
                 " transaction (BEGIN IMMEDIATE ... COMMIT) or one statement."
+            )
+        if len(owners) > 1:
+            return (
+                f"{len(owners)} processes were told they got job {job}, but the table gives it"
+                f" to one of them: the UPDATE of the other {len(wrongly_told)} changed no row"
+                " (someone was first), yet your code returned the id. Return an id only when"
+                " the cursor's rowcount is 1."
             )
         return (
             f"{wrongly_told[0]} was told it got job {job}, but the table says it is {holder}'s:"

@@ -98,7 +98,12 @@ def _fence_cases(
     store.complete_task(a.id, "alice", claim_a.claim_token)
     ran, problem = attempt("alice, A already completed", claim_a, "alice")
     if problem or ran:
-        return CheckResult(False, problem or "A is completed; the effect must not run again")
+        return CheckResult(
+            False,
+            problem
+            or "alice completed A, and then her effect ran again: a claim you were handed is"
+            " no proof that it still holds. Ask the board right before the effect.",
+        )
     claim_b = store.claim_task(b.id, "alice")
     clock.advance(60)
     ran, problem = attempt("alice, her lease on B ran out", claim_b, "alice")
@@ -115,7 +120,12 @@ def _fence_cases(
     store.claim_next("bob")  # C's lease ran out: bob takes it
     ran, problem = attempt("alice, after bob took C over", claim_c, "alice")
     if problem or ran:
-        return CheckResult(False, problem or "bob holds C now; alice's effect must not run")
+        return CheckResult(
+            False,
+            problem
+            or "bob took C over after alice's lease ran out, and alice's effect ran anyway:"
+            " two workers now act for one task. Ask the board right before the effect.",
+        )
     return CheckResult(
         True,
         "the effect ran while the claim was live, and not after its lease ran out, not after a"

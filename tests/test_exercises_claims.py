@@ -1,0 +1,187 @@
+"""claim_one's checker: its feedback is the same text on every run (a notebook commits it and
+nbval compares it), a race is found however the candidate reaches SQLite, and a right answer
+that holds no SQLite write lock while it looks still passes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent17.exercises import EXERCISES, check, claims
+from agent17.exercises.claims import SlowSelectConnection, make_jobs, open_checked
+
+PICK = "SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT 1"
+TAKE = "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ?"
+
+
+def two_transactions(connection: sqlite3.Connection, owner: str) -> int | None:
+    connection.execute("BEGIN")
+    row = connection.execute(PICK).fetchone()
+    connection.execute("COMMIT")
+    if row is None:
+        return None
+    connection.execute("BEGIN IMMEDIATE")
+    connection.execute(TAKE, (owner, row[0]))
+    connection.execute("COMMIT")
+    return int(row[0])
+
+
+def ignores_the_rowcount(connection: sqlite3.Connection, owner: str) -> int | None:
+    row = connection.execute(PICK).fetchone()
+    if row is None:
+        return None
+    connection.execute(TAKE + " AND status = 'pending'", (owner, row[0]))
+    return int(row[0])
+
+
+def deferred_begin(connection: sqlite3.Connection, owner: str) -> int | None:
+    connection.execute("BEGIN")
+    try:
+        row = connection.execute(PICK).fetchone()
+        if row is not None:
+            connection.execute(TAKE, (owner, row[0]))
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    return None if row is None else int(row[0])
+
+
+def through_a_cursor(connection: sqlite3.Connection, owner: str) -> int | None:
+    cursor = connection.cursor()
+    row = cursor.execute(PICK).fetchone()
+    if row is None:
+        return None
+    cursor.execute(TAKE, (owner, row[0]))
+    return int(row[0])
+
+
+EVERY_RACER = "bob, carol, dave and erin all got job 1: your SELECT and UPDATE are two separate"
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize(
+    ("candidate", "opening"),
+    [
+        (EXERCISES["claim_one"].starter, EVERY_RACER),
+        (two_transactions, EVERY_RACER),
+        (through_a_cursor, EVERY_RACER),
+        (
+            ignores_the_rowcount,
+            "4 processes were told they got job 1, but the table gives it to one of them: the"
+            " UPDATE of the other 3 changed no row",
+        ),
+        (
+            deferred_begin,
+            "while 4 processes raced, 3 of them failed: your code raised OperationalError:"
+            " database is locked (line",
+        ),
+    ],
+    ids=["starter", "two_transactions", "through_a_cursor", "ignores_rowcount", "deferred"],
+)
+def test_a_racy_answer_gets_the_same_feedback_on_every_run(
+    candidate: Callable[..., Any], opening: str
+) -> None:
+    feedbacks = set()
+    for _ in range(4):
+        result = check("claim_one", candidate)
+        assert not result.passed
+        feedbacks.add(result.feedback)
+    assert len(feedbacks) == 1, feedbacks
+    assert feedbacks.pop().startswith(opening)
+
+
+@pytest.fixture
+def jobs_file(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "jobs.sqlite3"
+    make_jobs(path, 3)
+    yield path
+
+
+def test_the_first_look_waits_for_the_others_in_autocommit(
+    jobs_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(claims, "FIRST_LOOK_TIMEOUT_SECONDS", 0.05)
+    connection = open_checked(jobs_file)
+    barrier = threading.Barrier(2)  # nobody else comes: the wait times out and breaks it
+    connection.first_look = barrier
+    try:
+        assert connection.execute(PICK).fetchone() == (1,)
+        assert barrier.broken
+        assert connection.first_look is None
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize("begin", ["BEGIN IMMEDIATE", "begin exclusive"])
+def test_the_first_look_does_not_wait_while_holding_the_write_lock(
+    jobs_file: Path, begin: str
+) -> None:
+    connection = open_checked(jobs_file)
+    barrier = threading.Barrier(2)
+    connection.first_look = barrier
+    try:
+        connection.execute(begin)
+        assert connection.execute(PICK).fetchone() == (1,)
+        connection.execute("COMMIT")
+        assert not barrier.broken and barrier.n_waiting == 0
+    finally:
+        connection.close()
+
+
+def test_a_deferred_transaction_still_waits_at_the_first_look(
+    jobs_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(claims, "FIRST_LOOK_TIMEOUT_SECONDS", 0.05)
+    connection = open_checked(jobs_file)
+    barrier = threading.Barrier(2)
+    connection.first_look = barrier
+    try:
+        connection.execute("BEGIN")
+        connection.execute(PICK).fetchone()
+        connection.execute("COMMIT")
+        assert barrier.broken
+    finally:
+        connection.close()
+
+
+def test_missed_updates_are_counted_through_execute_and_cursors(jobs_file: Path) -> None:
+    connection = open_checked(jobs_file)
+    try:
+        assert isinstance(connection, SlowSelectConnection)
+        connection.execute(TAKE + " AND status = 'pending'", ("bob", 1))
+        connection.execute(TAKE + " AND status = 'pending'", ("carol", 1))
+        connection.cursor().execute(TAKE + " AND status = 'pending'", ("dave", 1))
+        assert connection.missed_updates == 2
+    finally:
+        connection.close()
+
+
+def under_a_file_lock(connection: sqlite3.Connection, owner: str) -> int | None:
+    # Right, without SQLite's write lock: every process serialises on one lock file, so the
+    # first look of the process holding it waits at the barrier until it times out.
+    database = connection.execute("PRAGMA database_list").fetchone()[2]
+    descriptor = os.open(f"{database}.claim-lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        row = connection.execute(PICK).fetchone()
+        if row is None:
+            return None
+        connection.execute(TAKE, (owner, row[0]))
+        return int(row[0])
+    finally:
+        os.close(descriptor)
+
+
+@pytest.mark.processes
+def test_a_right_answer_that_serialises_without_sqlite_still_passes() -> None:
+    result = check("claim_one", under_a_file_lock)
+    assert result.passed, result.feedback
