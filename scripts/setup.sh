@@ -2,8 +2,9 @@
 # Set up everything agent17 needs on a fresh Debian/Ubuntu machine or in CI:
 # a check that Python is 3.11 or newer (before anything is installed),
 # Graphviz, Chromium and Python's venv module from apt (only when missing), a
-# venv in .venv, and the package with its development extras. Safe to run
-# again; fast when done. PYTHON picks the Python (default: python3).
+# venv in .venv, the package with its development extras, and the notebooks
+# marked trusted. Safe to run again; fast when done. PYTHON picks the Python
+# (default: python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -80,4 +81,12 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".[dev]"
   touch "$stamp"
+fi
+
+# Trusted notebooks show their saved pictures (SVG, HTML) the first time they
+# are opened, before any cell has run. A notebook's signature is its content's
+# hash, so a notebook that changed is signed again; one already signed is left.
+if ! trusted="$(.venv/bin/jupyter trust notebooks/*.ipynb 2>&1)"; then
+  echo "setup: could not mark the notebooks trusted (they still run; saved pictures show after a run):" >&2
+  echo "$trusted" >&2
 fi

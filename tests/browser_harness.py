@@ -95,7 +95,8 @@ class JupyterLabServer:
         return "\n".join(text.splitlines()[-lines:])
 
 
-def _isolated_env(home: Path) -> dict[str, str]:
+def isolated_env(home: Path) -> dict[str, str]:
+    """This environment with its own HOME and Jupyter folders under `home` (created)."""
     env = dict(os.environ)
     folders = {
         "HOME": home,
@@ -109,16 +110,19 @@ def _isolated_env(home: Path) -> dict[str, str]:
     for name, folder in folders.items():
         folder.mkdir(parents=True, exist_ok=True)
         env[name] = str(folder)
+    env.pop("JUPYTER_TOKEN", None)
+    return env
+
+
+def _disable_announcements(env: dict[str, str]) -> None:
     # The same as `jupyter labextension disable --level=user ...:announcements`:
     # no news toast covering the notebook, no request for news.
-    labconfig = folders["JUPYTER_CONFIG_DIR"] / "labconfig"
+    labconfig = Path(env["JUPYTER_CONFIG_DIR"]) / "labconfig"
     labconfig.mkdir(exist_ok=True)
     (labconfig / "page_config.json").write_text(
         json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}),
         encoding="utf-8",
     )
-    env.pop("JUPYTER_TOKEN", None)
-    return env
 
 
 def _wait_until_ready(server: JupyterLabServer, deadline: float) -> None:
@@ -143,7 +147,8 @@ def running_jupyterlab(root_dir: Path, home: Path) -> Iterator[JupyterLabServer]
     jupyter = Path(sys.executable).with_name("jupyter")
     port = free_port()
     token = secrets.token_hex(16)
-    env = _isolated_env(home)
+    env = isolated_env(home)
+    _disable_announcements(env)
     log_path = home / "jupyterlab.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
