@@ -42,10 +42,11 @@ READY_IN_ORDER_HINT = (
 def _task(
     number: int, status: str, blocked_by: tuple[int, ...] = (), owner: str | None = None
 ) -> Task:
-    # Ids run *backwards* against creation order, so sorting by id is caught.
+    # Ids run *backwards* against creation order, so sorting by id is caught. Subjects are
+    # letters in creation order (A, B, C, ...), as on the chapter's board.
     return Task(
         _id(number),
-        f"T{number}",
+        chr(ord("A") + number - 1),
         "",
         TaskStatus(status),
         owner,
@@ -102,6 +103,11 @@ def _name(tasks: list[Task], ids: object) -> str:
     return "[" + ", ".join(subjects.get(task_id, repr(task_id)) for task_id in ids) + "]"
 
 
+def _subjects(tasks: list[Task], ids: list[str]) -> str:
+    subjects = {task.id: task.subject for task in tasks}
+    return ", ".join(subjects.get(task_id, repr(task_id)) for task_id in ids)
+
+
 def check_ready_in_order(candidate: ReadyInOrder) -> CheckResult:
     """Compared with claim_next's rule on five boards, one of them with UUIDs against the order."""
     for what, tasks in READY_CASES:
@@ -116,16 +122,16 @@ def check_ready_in_order(candidate: ReadyInOrder) -> CheckResult:
         if isinstance(got, list) and sorted(got) == sorted(expected):
             reason = "the right tasks in the wrong order: keep creation order, never sort by id"
         elif isinstance(got, list) and set(got) > set(expected):
-            extra = _name(tasks, [task_id for task_id in got if task_id not in expected])
+            extra = [task_id for task_id in got if task_id not in expected]
             reason = (
-                f"{extra} is not ready: pending is not enough, every task it is blocked by must"
-                " be completed"
+                f"{_subjects(tasks, extra)} {'is' if len(extra) == 1 else 'are'} not ready:"
+                " pending is not enough, every task in blocked_by must be completed"
             )
         else:
             reason = "claim_next would take something else"
         return CheckResult(
             False,
-            f"on {what} you said {named_got}, claim_next would take {named_expected}: {reason}",
+            f"on {what}, you said {named_got}; claim_next would take {named_expected}: {reason}",
         )
     return CheckResult(
         True, "on all five boards you named exactly the ready tasks, in creation order."
@@ -201,12 +207,26 @@ def check_claim_query(candidate: ClaimQuery) -> CheckResult:
             + ": ready is pending with unmet = 0, first is the lowest id, and one row only",
         )
     shown = "; ".join(plan)
-    if any(step.startswith("SCAN") for step in plan) or "TEMP B-TREE" in shown:
+    if not any(step.split()[1:2] == ["work"] for step in plan):
+        return CheckResult(
+            False,
+            f"your query never reads the table work ({shown}): the id must come from the board,"
+            " found by the query, not written into it",
+        )
+    if any(step.startswith("SCAN") for step in plan):
         return CheckResult(
             False,
             f"the right id, but SQLite reads the whole table to find it ({shown}): a claim would"
             " get slower as the board grows. Compare with equality on status and unmet so the"
             " index work_ready can be used.",
+        )
+    if "TEMP B-TREE" in shown:
+        # A range on unmet (or anything but equality) leaves the matches out of id order.
+        return CheckResult(
+            False,
+            f"the right id, but SQLite sorts every matching row to find it ({shown}): the more"
+            " ready tasks, the slower the claim. With equality on both status and unmet, the"
+            " index entries are already in id order and the first one is the answer.",
         )
     if "work_ready" not in shown:
         return CheckResult(

@@ -1,0 +1,125 @@
+"""The board exercises (notebooks 2 and 3): feedback that is the same on every run, because
+the notebooks commit the starter's failed check and nbval compares it, and wrong answers
+beyond the common ones in test_exercises.py, each named for what it gets wrong.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from agent17 import Task, TaskStatus
+from agent17.exercises import EXERCISES, check
+
+
+@pytest.mark.parametrize("name", ["ready_in_order", "claim_query", "lease_is_live"])
+def test_the_starters_feedback_is_the_same_on_every_run(name: str) -> None:
+    runs = {check(name, EXERCISES[name].starter) for _ in range(3)}
+    assert len(runs) == 1
+    (result,) = runs
+    assert not result.passed
+
+
+def test_ready_in_order_feedback_names_the_tasks_as_the_chapter_does() -> None:
+    result = check("ready_in_order", EXERCISES["ready_in_order"].starter)
+    assert result.feedback == (
+        "on the chapter's board: A and B pending, C waiting for both, you said [A, B, C];"
+        " claim_next would take [A, B]: C is not ready: pending is not enough, every task in"
+        " blocked_by must be completed"
+    )
+
+
+def test_ready_in_order_names_every_task_that_is_not_ready() -> None:
+    def every_pending_task(tasks: list[Task]) -> list[str]:
+        return [t.id for t in tasks if t.status is TaskStatus.PENDING]
+
+    def skips_the_chapter_board(tasks: list[Task]) -> list[str]:
+        # Right on the small boards, wrong on the longer one, where E and F still wait.
+        if len(tasks) < 4:
+            return EXERCISES["ready_in_order"].solution(tasks)  # type: ignore[no-any-return]
+        return every_pending_task(tasks)
+
+    feedback = check("ready_in_order", skips_the_chapter_board).feedback
+    assert "a longer board" in feedback
+    assert "E, F are not ready" in feedback
+
+
+def test_ready_in_order_refuses_something_that_is_not_a_list_of_ids() -> None:
+    def answers_with_subjects(tasks: list[Task]) -> list[str]:
+        return [t.subject for t in tasks if t.status is TaskStatus.PENDING and not t.blocked_by]
+
+    def answers_with_a_generator(tasks: list[Task]) -> object:
+        return (t.id for t in tasks)
+
+    assert "claim_next would take" in check("ready_in_order", answers_with_subjects).feedback
+    assert not check("ready_in_order", answers_with_a_generator).passed
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT id FROM work WHERE unmet = 0 AND status = 'pending' ORDER BY id LIMIT 1",
+        "select id from work where status = 'pending' and unmet = 0 order by id limit 1",
+        "SELECT min(id) FROM work WHERE status = 'pending' AND unmet = 0",
+    ],
+)
+def test_claim_query_accepts_any_query_that_seeks_the_first_ready_task(sql: str) -> None:
+    result = check("claim_query", lambda: sql)
+    assert result.passed, result.feedback
+    assert "work_ready" in result.feedback
+
+
+@pytest.mark.parametrize(
+    ("sql", "fragment"),
+    [
+        # A range on unmet: found by the index, but every match is sorted first.
+        (
+            "SELECT id FROM work WHERE status = 'pending' AND unmet < 1 ORDER BY id LIMIT 1",
+            "sorts every matching row",
+        ),
+        # LIKE is not equality: the whole table is read.
+        (
+            "SELECT id FROM work WHERE status LIKE 'pending' AND unmet = 0 ORDER BY id LIMIT 1",
+            "reads the whole table",
+        ),
+        (
+            "SELECT id FROM work WHERE status = 'pending' AND unmet = 0 ORDER BY id LIMIT 1"
+            " OFFSET 1",
+            "the first ready task is 15013",
+        ),
+        ("SELECT 15013", "never reads the table work"),
+    ],
+)
+def test_claim_query_wrong_plans_are_named(sql: str, fragment: str) -> None:
+    result = check("claim_query", lambda: sql)
+    assert not result.passed
+    assert fragment in result.feedback, result.feedback
+
+
+def test_claim_query_that_is_not_text_or_raises_fails_with_the_reason() -> None:
+    def raises() -> str:
+        raise ValueError("no idea yet")
+
+    assert "return the text of one SELECT" in check("claim_query", lambda: 42).feedback
+    assert "ValueError: no idea yet" in check("claim_query", raises).feedback
+
+
+def test_lease_is_live_that_drops_the_offsets_is_caught() -> None:
+    def naive_clock(now: datetime, claimed_at: datetime, lease_expires_at: datetime) -> bool:
+        strip = {"tzinfo": None}
+        return (
+            claimed_at.replace(**strip)  # type: ignore[arg-type]
+            <= now.replace(**strip)  # type: ignore[arg-type]
+            < lease_expires_at.replace(**strip)  # type: ignore[arg-type]
+        )
+
+    feedback = check("lease_is_live", naive_clock).feedback
+    assert "Tokyo" in feedback
+
+
+def test_lease_is_live_must_answer_a_bool() -> None:
+    def truthy(now: datetime, claimed_at: datetime, lease_expires_at: datetime) -> bool:
+        return 1 if claimed_at <= now < lease_expires_at else 0  # type: ignore[return-value]
+
+    assert "you said 1" in check("lease_is_live", truthy).feedback
