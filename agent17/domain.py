@@ -163,7 +163,10 @@ _SURROGATE: Final = re.compile(r"[\ud800-\udfff]")
 
 def preview(value: object, limit: int = 60) -> str:
     """A short repr of untrusted input for an error message (surrogates escaped, long cut)."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit limit for str()
+        return f"<{type(value).__name__} too large to show>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -207,11 +210,14 @@ def check_lease_seconds(value: object) -> float:
     """`value` as a lease length in seconds: a finite number from 0.001 to one year."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"lease_seconds must be a number, not {type(value).__name__}")
-    seconds = float(value)
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int beyond any float, such as 10**400
+        seconds = math.inf
     if not math.isfinite(seconds) or not MIN_LEASE_SECONDS <= seconds <= MAX_LEASE_SECONDS:
         raise ValueError(
             f"lease_seconds must be a finite number from {MIN_LEASE_SECONDS} to"
-            f" {MAX_LEASE_SECONDS:,.0f} (one year), not {value!r}"
+            f" {MAX_LEASE_SECONDS:,.0f} (one year), not {preview(value)}"
         )
     return seconds
 
@@ -222,7 +228,9 @@ def utc_now() -> datetime:
 
 
 def require_utc(moment: datetime) -> datetime:
-    """Return `moment` in UTC, refusing naive datetimes (a clock bug, not user input)."""
+    """Return `moment` in UTC, refusing naive datetimes and non-datetimes (a clock bug)."""
+    if not isinstance(moment, datetime):
+        raise TypeError(f"clock returned {preview(moment)}, not an aware datetime")
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"clock returned a naive datetime: {moment!r}")
     return moment.astimezone(UTC)

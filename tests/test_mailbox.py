@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import select
 import shutil
 import signal
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ import team_workers
 from store_fixtures import db_path, digest, new_store, raw_connection
 
 from agent17.team.mailbox import (
+    Envelope,
     Mailbox,
     MailboxError,
     MailboxTransaction,
@@ -375,3 +378,58 @@ def test_keyboard_interrupt_while_waiting_for_the_mailbox_lock_leaves_no_lock_he
         if child.is_alive():
             child.kill()
     assert child.exitcode == 0
+
+
+@pytest.mark.parametrize("recipient", ["", "\x00alice", "\ud800", 5, ["alice"], 2**64], ids=repr)
+def test_reading_the_messages_of_a_bad_name_is_invalid_recipient(
+    tmp_path: Path, recipient: object
+) -> None:
+    with Mailbox(tmp_path) as mailbox:
+        for action in (
+            lambda: mailbox.messages(recipient),  # type: ignore[arg-type]
+            lambda: mailbox.unacked_count(recipient),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(MailboxError) as refused:
+                action()
+            assert refused.value.code == "invalid_recipient"
+
+
+@pytest.mark.parametrize(
+    ("change", "code"),
+    [
+        (lambda e: None, "invalid_envelope"),
+        (lambda e: e.sequence, "invalid_envelope"),
+        (lambda e: dataclasses.replace(e, sequence=2**64), "invalid_envelope"),
+        (lambda e: dataclasses.replace(e, sequence=0), "invalid_envelope"),
+        (lambda e: dataclasses.replace(e, sequence=True), "invalid_envelope"),
+        (lambda e: dataclasses.replace(e, sequence="1"), "invalid_envelope"),
+        (lambda e: dataclasses.replace(e, recipient="\ud800"), "invalid_recipient"),
+        (lambda e: dataclasses.replace(e, recipient=["alice"]), "invalid_recipient"),
+    ],
+    ids=[
+        "none",
+        "an int",
+        "huge sequence",
+        "zero",
+        "bool",
+        "str sequence",
+        "surrogate",
+        "list recipient",
+    ],
+)
+def test_acking_something_that_cannot_name_a_message_is_refused_and_changes_nothing(
+    tmp_path: Path, change: Callable[[Envelope], object], code: str
+) -> None:
+    with Mailbox(tmp_path) as mailbox:
+        send_text(mailbox, "alice", "x")
+        claimed = mailbox.claim("alice")
+        assert claimed is not None
+        for action in (
+            lambda: mailbox.ack(change(claimed)),  # type: ignore[arg-type]
+            lambda: mailbox.transaction(lambda h: h.ack(change(claimed))),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(MailboxError) as refused:
+                action()
+            assert refused.value.code == code
+        assert [m.state for m in mailbox.messages()] == [MessageState.CLAIMED]
+        mailbox.ack(claimed)  # the real envelope still works

@@ -328,3 +328,34 @@ def test_the_leads_inbox_reports_a_malformed_message_instead_of_crashing(tmp_pat
     assert broken.error.code == "malformed_message"
     assert fine.message == TextMessage(content="hello") and fine.error is None
     assert protocol.receive_all("lead") == []
+
+
+@pytest.mark.parametrize("name", ["", "\x00alice", "\ud800", 5, None, ["alice"]], ids=repr)
+def test_reading_the_plan_gate_of_a_bad_name_is_invalid_sender(tmp_path: Path, name: str) -> None:
+    protocol = new_protocol(tmp_path)
+    for action in (
+        lambda: protocol.latest_plan(name),
+        lambda: protocol.plan_allows_effectful(name),
+    ):
+        with pytest.raises(MailboxError) as refused:
+            action()
+        assert refused.value.code == "invalid_sender"
+
+
+@pytest.mark.parametrize(
+    ("request_id_", "approve", "feedback"),
+    [("not-a-uuid", True, ""), (ID, "yes", ""), (ID, True, "half \ud800"), (ID, True, 7)],
+    ids=repr,
+)
+def test_a_review_with_bad_arguments_is_a_malformed_message_and_sends_nothing(
+    tmp_path: Path, request_id_: object, approve: object, feedback: object
+) -> None:
+    protocol = new_protocol(tmp_path)
+    submitted = protocol.submit_plan("alice", "1. read")
+    rid = submitted.request_id if request_id_ == ID else request_id_
+    before = protocol.mailbox.messages()
+    with pytest.raises(ProtocolError) as refused:
+        protocol.review_plan(rid, approve=approve, feedback=feedback)  # type: ignore[arg-type]
+    assert refused.value.code == "malformed_message"
+    assert protocol.mailbox.messages() == before
+    assert protocol.awaiting_review() == [protocol.latest_plan("alice")]

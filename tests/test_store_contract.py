@@ -1576,3 +1576,71 @@ def test_two_signals_at_once_inside_an_operation_leave_no_transaction_open(
         _end_child(child)
     assert child.returncode == 0
     assert [e.owner for e in seed.events() if e.kind == "claimed"] == ["interrupted"]
+
+
+@pytest.mark.parametrize("seconds", [10**400, -(10**400)], ids=["huge", "-huge"])
+def test_a_lease_too_large_for_a_float_is_refused_with_value_error(
+    board: Board, seconds: int
+) -> None:
+    with pytest.raises(ValueError, match="lease_seconds"):
+        board.raw_store(lease_seconds=seconds)
+
+
+@pytest.mark.parametrize("after", ["abc", "1", 1.5, True, None, [1], -1, 2**63, "\ud800"], ids=repr)
+def test_a_bad_after_sequence_is_invalid_task_input(store: Any, after: Any) -> None:
+    store.create_task("A")
+    raises_code("invalid_task_input", lambda: store.events(after))
+    assert [e.kind for e in store.events(2**63 - 1)] == []
+    assert [e.kind for e in store.events(0)] == ["created"]
+
+
+@pytest.mark.parametrize(
+    "drafts",
+    [5, None, "abc", {"A": ""}, [("A", "")], [("A",)], [("A", "", (), "x")], ["A"], [5]],
+    ids=repr,
+)
+def test_create_tasks_with_drafts_that_are_not_triples_is_invalid_task_input(
+    store: Any, drafts: Any
+) -> None:
+    raises_code("invalid_task_input", lambda: store.create_tasks(drafts))
+    assert store.list_tasks() == []
+
+
+def test_create_tasks_takes_any_iterable_of_triples_lists_included(store: Any) -> None:
+    made = store.create_tasks(draft for draft in [["A", "a", []], ("B", "", ())])
+    assert [(t.subject, t.description) for t in made] == [("A", "a"), ("B", "")]
+
+
+def test_an_owner_too_large_to_print_is_still_invalid_task_input(store: Any) -> None:
+    raises_code("invalid_task_input", lambda: store.claim_next(10**5000))
+
+
+@pytest.mark.parametrize("reading", [None, "2026-01-01T09:00:00Z", 0], ids=repr)
+def test_a_clock_that_returns_no_datetime_is_refused_and_changes_nothing(
+    board: Board, reading: Any
+) -> None:
+    store = board.raw_store(clock=lambda: reading)
+    with pytest.raises(TypeError, match="aware datetime"):
+        store.create_task("A")
+    assert board.store().list_tasks() == []
+
+
+def test_a_clock_too_late_for_a_lease_to_end_refuses_the_claim_and_changes_nothing(
+    board: Board,
+) -> None:
+    drawn: list[str] = []
+
+    def new_token() -> str:
+        drawn.append(token(len(drawn) + 1))
+        return drawn[-1]
+
+    store = board.store(clock=lambda: datetime.max.replace(tzinfo=UTC), new_claim_token=new_token)
+    a = store.create_task("A")
+    with pytest.raises(ValueError, match="lease"):
+        store.claim_next("alice")
+    with pytest.raises(ValueError, match="lease"):
+        store.claim_task(a.id, "alice")
+    assert drawn == []  # refused before a token was drawn
+    later = board.store()
+    assert later.get_task(a.id).status == TaskStatus.PENDING
+    assert kinds(later) == ["created"] and later.issued_claim_tokens() == []

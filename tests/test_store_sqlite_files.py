@@ -424,6 +424,34 @@ def test_a_text_value_that_is_not_utf8_is_store_unreadable_for_every_read(
     assert store.create_task("B").subject == "B"
 
 
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("subject", "x'4142'"), ("description", "x'00ff'"), ("owner", "x'41'")],
+    ids=repr,
+)
+def test_a_value_of_the_wrong_type_is_store_unreadable_not_a_task_with_a_blob(
+    tmp_path: Path, column: str, value: str
+) -> None:
+    # TEXT affinity turns a number into text, but a blob stays a blob: without the
+    # check a Task would carry bytes and fail far from here (in a tool's JSON, say).
+    store = new_store(tmp_path)
+    a = store.create_task("A")
+    store.claim_task(a.id, "alice")
+    with raw_connection(db_path(tmp_path), unchecked=True) as connection:
+        connection.execute(f"UPDATE tasks SET {column} = {value}")
+    raises_code("store_unreadable", store.list_tasks)
+    raises_code("store_unreadable", lambda: store.get_task(a.id))
+
+
+def test_an_event_of_an_unknown_kind_is_store_unreadable(tmp_path: Path) -> None:
+    store = new_store(tmp_path)
+    store.create_task("A")
+    with raw_connection(db_path(tmp_path), unchecked=True) as connection:
+        connection.execute("DROP TRIGGER task_events_are_append_only_update")
+        connection.execute("UPDATE task_events SET kind = 'vanished'")
+    raises_code("store_unreadable", store.events)
+
+
 # -- what the schema itself enforces, whoever writes the SQL ---------------------------------
 
 

@@ -191,3 +191,18 @@ def test_a_refused_write_leaves_no_file_behind(team: Team, tmp_path: Path) -> No
     assert result_error(result) is not None
     after = sorted(str(path) for path in workspace.rglob("*") if ".agent_tutorial" not in str(path))
     assert after == before
+
+
+@pytest.mark.parametrize("arguments", [None, [], [("path", "x")], "abc", 5, 1.5, True], ids=repr)
+def test_arguments_that_are_not_a_json_object_are_invalid_arguments_for_every_tool(
+    team: Team, arguments: Any
+) -> None:
+    before = team.store.events()
+    for name, (tool, identity) in _all_tools(team).items():
+        result = tool.run(arguments, ToolContext(identity=identity))
+        _check(result)
+        assert result_error(result) == (
+            "invalid_arguments",
+            f"arguments must be a JSON object, not {type(arguments).__name__}",
+        ), name
+    assert team.store.events() == before

@@ -7,12 +7,14 @@ the PostgreSQL store; they live here once, as plain functions of values.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Final
 
 from agent17.domain import (
     ErrorCode,
+    EventKind,
     Task,
     TaskError,
     TaskStatus,
@@ -24,6 +26,9 @@ from agent17.domain import (
 from agent17.wire import utc_wire_time
 
 _STATUSES = frozenset(status.value for status in TaskStatus)
+_EVENT_KINDS = frozenset(kind.value for kind in EventKind)
+MAX_SEQUENCE: Final = 2**63 - 1
+"""The largest event sequence any store can hold (SQLite INTEGER, PostgreSQL bigint)."""
 
 
 def invalid(message: str) -> TaskError:
@@ -88,6 +93,39 @@ def require_draft(
     )
 
 
+def require_drafts(drafts: object) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The drafts of `create_tasks`, each a (subject, description, blocked_by) triple, checked."""
+    if isinstance(drafts, str | bytes | Mapping) or not isinstance(drafts, Iterable):
+        raise invalid("create_tasks takes a list of (subject, description, blocked_by) drafts")
+    checked = []
+    for number, draft in enumerate(drafts):
+        if isinstance(draft, str | bytes) or not isinstance(draft, Sequence) or len(draft) != 3:
+            raise invalid(
+                f"draft {number} must be a (subject, description, blocked_by) triple,"
+                f" not {preview(draft)}"
+            )
+        checked.append(require_draft(*draft))
+    return checked
+
+
+def require_event_sequence(value: object) -> int:
+    """`after_sequence` of `events()`: an int from 0 (the whole log) to MAX_SEQUENCE."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEQUENCE:
+        raise invalid(f"after_sequence must be an integer from 0 to 2**63 - 1: {preview(value)}")
+    return value
+
+
+def lease_end(now: datetime, lease: timedelta) -> datetime:
+    """When a lease taken at `now` runs out; a clock reading too late for that is a clock bug."""
+    try:
+        return now + lease
+    except OverflowError:
+        raise ValueError(
+            f"the clock reads {now.isoformat()}: a lease of {lease} from then would end"
+            " after the last time a datetime can hold"
+        ) from None
+
+
 def dependencies_not_found(missing: Sequence[str]) -> TaskError:
     """`blocked_by` names tasks that do not exist (the first few are named)."""
     shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
@@ -102,6 +140,44 @@ def require_status(value: object, task_id: str) -> TaskStatus:
     if isinstance(value, str) and value in _STATUSES:
         return TaskStatus(value)
     raise unreadable(f"task {task_id} has the unknown status {preview(value)}")
+
+
+def require_event_kind(value: object, sequence: int) -> EventKind:
+    """A stored event kind as EventKind; anything else was not written by a store."""
+    if isinstance(value, str) and value in _EVENT_KINDS:
+        return EventKind(value)
+    raise unreadable(f"event {sequence} has the unknown kind {preview(value)}")
+
+
+def stored_task(
+    task_id: object,
+    subject: object,
+    description: object,
+    status: TaskStatus,
+    owner: object,
+    blocked_by: tuple[str, ...],
+) -> Task:
+    """A Task from stored values, refusing a value of a type no store writes.
+
+    A column edited by hand can hold a number or a blob where text belongs;
+    such a Task would only fail later, far from the file (in a tool's JSON, say).
+    """
+    if not isinstance(task_id, str):
+        raise unreadable(f"a task row has the id {preview(task_id)}")
+    return Task(
+        task_id,
+        _stored_text(subject, "subject", task_id),
+        _stored_text(description, "description", task_id),
+        status,
+        None if owner is None else _stored_text(owner, "owner", task_id),
+        blocked_by,
+    )
+
+
+def _stored_text(value: object, what: str, task_id: str) -> str:
+    if not isinstance(value, str):
+        raise unreadable(f"task {task_id} has a {what} that is not text: {preview(value)}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,7 +303,6 @@ def assemble_board(rows: Sequence[TaskRow], edges: Sequence[tuple[int, int]]) ->
     tasks = []
     for sequence, task_id, subject, description, status, owner, unmet in rows:
         blocked_by, _ = check_edges(sequence, task_id, unmet, edges_of[sequence])
-        tasks.append(
-            Task(task_id, subject, description, require_status(status, task_id), owner, blocked_by)
-        )
+        checked = require_status(status, task_id)
+        tasks.append(stored_task(task_id, subject, description, checked, owner, blocked_by))
     return tasks

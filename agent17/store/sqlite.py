@@ -48,11 +48,13 @@ from agent17.store.board import (
     corrupted,
     dependencies_not_found,
     invalid,
+    lease_end,
     not_claimable,
-    require_draft,
+    require_drafts,
     require_owner,
     require_status,
     require_task_id,
+    stored_task,
 )
 from agent17.store.database import Schema, StateDatabase
 from agent17.store.paths import TASK_DB_NAME
@@ -202,7 +204,9 @@ class SqliteTaskStore(SqliteBoardLog):
     def _task(
         self, row: Row, status: TaskStatus, owner: str | None, blocked_by: Iterable[str]
     ) -> Task:
-        return Task(row["id"], row["subject"], row["description"], status, owner, tuple(blocked_by))
+        return stored_task(
+            row["id"], row["subject"], row["description"], status, owner, tuple(blocked_by)
+        )
 
     # -- creating --------------------------------------------------------------------------
 
@@ -220,7 +224,7 @@ class SqliteTaskStore(SqliteBoardLog):
 
         Each draft may name tasks that exist already or that come earlier in the batch.
         """
-        checked = [require_draft(*draft) for draft in drafts]
+        checked = require_drafts(drafts)
 
         def create(connection: sqlite3.Connection, now: datetime) -> list[Task]:
             return [self._insert(connection, now, *draft) for draft in checked]
@@ -325,10 +329,10 @@ class SqliteTaskStore(SqliteBoardLog):
         sequence: int | None = None,
         checked_blocked_by: tuple[str, ...] | None = None,
     ) -> TaskClaim | None:
+        expires = lease_end(now, self.lease)  # before a token is drawn: a refusal spends none
         token, self._spare_token = self._spare_token or self._new_claim_token(), None
         if not is_canonical_uuid(token):
             raise ValueError(f"new_claim_token returned a non-canonical UUID: {token!r}")
-        expires = now + self.lease
         stamp, until = db_time(now), db_time(expires)
         params = {"owner": owner, "token": token, "now": stamp, "expires": until}
         try:

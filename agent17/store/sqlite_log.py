@@ -10,8 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Final
 
-from agent17.domain import EventKind, TaskEvent
-from agent17.store.board import unreadable
+from agent17.domain import TaskEvent
+from agent17.store.board import require_event_kind, require_event_sequence, unreadable
 from agent17.store.database import StateDatabase
 
 _DB_TIME_LENGTH: Final = len("2026-01-01T09:00:00.000000")
@@ -42,6 +42,7 @@ class SqliteBoardLog:
 
     def events(self, after_sequence: int = 0) -> list[TaskEvent]:
         """The append-only event log, oldest first, after the given event sequence."""
+        after_sequence = require_event_sequence(after_sequence)
         rows = self._db.snapshot(
             lambda connection: connection.execute(
                 "SELECT e.sequence, e.kind, t.id, e.at_utc, e.owner, e.claim_token,"
@@ -53,7 +54,13 @@ class SqliteBoardLog:
         )
         return [
             TaskEvent(
-                seq, EventKind(kind), task, parse_db_time(at), owner, token, maybe_time(lease)
+                seq,
+                require_event_kind(kind, seq),
+                task,
+                parse_db_time(at),
+                owner,
+                token,
+                maybe_time(lease),
             )
             for seq, kind, task, at, owner, token, lease in rows
         ]

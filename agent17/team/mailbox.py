@@ -128,6 +128,17 @@ def require_name(value: object, what: str) -> str:
     return value
 
 
+def require_envelope(value: object) -> Envelope:
+    """`value` if it can name a stored message, else MailboxError `invalid_envelope`."""
+    if not isinstance(value, Envelope):
+        raise MailboxError("invalid_envelope", f"not an Envelope: {preview(value)}")
+    sequence = value.sequence
+    if isinstance(sequence, bool) or not isinstance(sequence, int) or not 1 <= sequence < 2**63:
+        raise MailboxError("invalid_envelope", f"no message has the sequence {preview(sequence)}")
+    require_name(value.recipient, "recipient")
+    return value
+
+
 @dataclass(slots=True)
 class MailboxTransaction:
     """The handle of one write transaction: send and ack inside it, wake after commit."""
@@ -153,6 +164,7 @@ class MailboxTransaction:
 
     def ack(self, envelope: Envelope) -> None:
         """Mark a claimed message as handled; it will never be delivered again."""
+        require_envelope(envelope)
         cursor = self.connection.execute(
             "UPDATE messages SET state = 'acked'"
             " WHERE sequence = ? AND recipient = ? AND state = 'claimed'",
@@ -250,6 +262,7 @@ class Mailbox:
 
     def unacked_count(self, recipient: str) -> int:
         """How many messages wait for `recipient` (queued or claimed, not yet acked)."""
+        require_name(recipient, "recipient")
         (count,) = self.snapshot(
             lambda connection: connection.execute(
                 "SELECT count(*) FROM messages WHERE recipient = ? AND state != 'acked'",
@@ -267,6 +280,7 @@ class Mailbox:
                 ).fetchall()
             )
         else:
+            require_name(recipient, "recipient")
             rows = self.snapshot(
                 lambda connection: connection.execute(
                     f"SELECT {_COLUMNS} FROM messages WHERE recipient = ? ORDER BY sequence",

@@ -321,7 +321,12 @@ class TeamProtocol:
         One verdict per plan: a second review of the same plan is refused
         (`plan_already_reviewed`), even before the teammate has read the first.
         """
-        response = PlanResponse(request_id=request_id, approved=approve, feedback=feedback)
+        try:
+            response = PlanResponse(request_id=request_id, approved=approve, feedback=feedback)
+        except ValidationError as error:
+            raise ProtocolError(
+                "malformed_message", f"plan_response: {describe_validation_error(error)}"
+            ) from None
 
         def review(handle: MailboxTransaction) -> None:
             plan = _plan_by_request(handle.connection, request_id)
@@ -395,6 +400,7 @@ class TeamProtocol:
 
     def latest_plan(self, name: str) -> PlanRecord | None:
         """`name`'s most recent plan, or None if it never submitted one."""
+        require_name(name, "sender")  # a plan's author is the sender of its submission
         return self.mailbox.snapshot(lambda connection: _latest_plan(connection, name))
 
     def plans(self) -> list[PlanRecord]:

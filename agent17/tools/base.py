@@ -57,6 +57,10 @@ class ToolDefinition(Generic[InputT]):
 
     def run(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
         """Validate `arguments`, run the tool as `context.identity`, return a JSON-ready dict."""
+        if not isinstance(arguments, Mapping):
+            # A model's arguments that are JSON but not an object ([], "x", 5, null).
+            kind = type(arguments).__name__
+            return error_result("invalid_arguments", f"arguments must be a JSON object, not {kind}")
         try:
             parsed = self.input_model.model_validate(dict(arguments))
         except ValidationError as error:
