@@ -187,7 +187,7 @@ def test_the_notebook_display_lists_every_question_and_choice_but_no_answer() ->
     text, page = str(QUIZ), QUIZ._repr_html_()
     assert repr(QUIZ) == text
     assert page.startswith("<div>") and page.endswith("</div>")
-    assert page.count("<li><code>") == len(QUIZ)
+    assert page.count('<li style="margin-bottom: 0.5em"><code>') == len(QUIZ)
     for number, question in enumerate(QUIZ, start=1):
         assert f"{number}. [{question.key}] {question.prompt}" in text
         assert f"<code>{question.key}</code>" in page

@@ -437,7 +437,8 @@ class Quiz:
                 for letter, choice in zip(question.letters, question.choices, strict=True)
             )
             items.append(
-                f"<li><code>{question.key}</code> {html.escape(question.prompt)}"
+                f'<li style="margin-bottom: 0.5em"><code>{question.key}</code>'
+                f" {html.escape(question.prompt)}"
                 f'<ul style="list-style: none; padding-left: 1em">{choices}</ul></li>'
             )
         return (
