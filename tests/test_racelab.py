@@ -128,3 +128,25 @@ def test_the_process_race_refuses_a_board_that_is_not_empty(tmp_path: Path) -> N
         store.create_task("already here")
     with pytest.raises(ValueError, match="empty board"):
         run_process_race(tmp_path, workers=1, tasks=1)
+
+
+@pytest.mark.parametrize("attempt", range(8))
+def test_three_workers_waiting_on_the_lock_are_followed_whichever_gets_in_first(
+    attempt: int,
+) -> None:
+    # SQLite's busy handler is not a queue: after alice commits, bob or carol may
+    # get the write lock first. The lab must follow whoever did (it once waited for
+    # the longest waiter and timed out).
+    schedule: tuple[Step, ...] = (
+        ("alice", "scan"),
+        ("bob", "scan"),
+        ("carol", "scan"),
+        ("alice", "claim"),
+        ("bob", "claim"),
+        ("carol", "claim"),
+    )
+    result = run_sqlite_race(schedule)
+    assert result.believers == ("alice",)
+    assert result.claims_committed == 1
+    entered = [step.worker for step in result.steps if "gets the write lock" in step.outcome]
+    assert sorted(entered) == ["bob", "carol"]

@@ -241,6 +241,17 @@ class _SqliteWorker:
         self.finished = True
 
 
+def _first_inside(waiters: Sequence[_SqliteWorker]) -> str:
+    """The waiter whose BEGIN IMMEDIATE got the lock (only one can hold it)."""
+    deadline = time.monotonic() + GATE_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        for worker in waiters:
+            if worker.gate.entered.wait(0.005):
+                return worker.name
+    names = ", ".join(worker.name for worker in waiters)
+    raise RuntimeError(f"race lab: none of {names} entered the claim transaction")
+
+
 def _holds(claim: TaskClaim | None, task_id: str) -> bool:
     return claim is not None and claim.task.id == task_id
 
@@ -337,12 +348,14 @@ def _run_sqlite_schedule(
     waiting: list[str] = []
 
     def hand_over() -> None:
-        # The lock is free again: the first waiter's BEGIN IMMEDIATE now succeeds.
+        # The lock is free again. SQLite's busy handler is not a queue: whichever
+        # waiter retries first gets in, so with three or more workers it need not be
+        # the one that has waited longest. Watch them all and follow the one inside.
         nonlocal holder
         while holder is None and waiting:
-            name = waiting.pop(0)
+            name = _first_inside([team[n] for n in waiting])
+            waiting.remove(name)
             worker = team[name]
-            worker.wait_inside()
             holder = name
             steps.append(
                 RaceStep(0, name, "scan", "gets the write lock at last; scans what was committed")
