@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,11 @@ import pytest
 
 from agent17.claims import ToolContext
 from agent17.tools.base import AnyTool
-from agent17.tools.workspace_tools import workspace_tool_definitions
+from agent17.tools.workspace_tools import (
+    MAX_READ_BYTES,
+    truncate_output,
+    workspace_tool_definitions,
+)
 
 CONTEXT = ToolContext(identity="alice")
 
@@ -179,3 +185,58 @@ def test_shell_timeout_is_a_tool_error(workspace: Path) -> None:
 def test_a_workspace_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="not a directory"):
         workspace_tool_definitions(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("path", ["a" * 300, "/".join(["b" * 200] * 30)], ids=["name", "path"])
+def test_a_name_too_long_for_the_file_system_is_invalid_path_not_a_crash(
+    tools: dict[str, AnyTool], workspace: Path, path: str
+) -> None:
+    before = sorted(workspace.iterdir())
+    assert error_code(run(tools, "read_file", path=path)) == "invalid_path"
+    assert error_code(run(tools, "write_file", path=path, content="x")) == "invalid_path"
+    assert sorted(workspace.iterdir()) == before
+
+
+def test_reading_a_fifo_is_not_a_file_at_once_instead_of_waiting_for_a_writer(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    fifo = workspace / "pipe"
+    os.mkfifo(fifo)
+    results: list[dict[str, Any]] = []
+    reader = threading.Thread(target=lambda: results.append(run(tools, "read_file", path="pipe")))
+    reader.start()
+    reader.join(timeout=30)
+    if reader.is_alive():  # blocked in open(): a writer lets it go, so the test can end
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join()
+        pytest.fail("read_file waited for a writer on a FIFO")
+    assert [error_code(result) for result in results] == ["not_a_file"]
+
+
+def _bytes_read_by_this_process() -> int:
+    with open("/proc/self/io", encoding="ascii") as stats:
+        return next(int(line.split()[1]) for line in stats if line.startswith("rchar:"))
+
+
+def test_a_huge_file_is_shown_by_its_two_ends_without_reading_it_whole(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    huge = workspace / "huge.log"
+    with open(huge, "wb") as file:
+        file.write(b"HEAD" + b"h" * 100)
+        file.seek(64 * 1024 * 1024)  # a sparse hole: 64 MiB that take no disk
+        file.write(b"t" * 100 + b"TAIL")
+    before = _bytes_read_by_this_process()
+    content = run(tools, "read_file", path="huge.log")["content"]
+    assert _bytes_read_by_this_process() - before < 2 * MAX_READ_BYTES
+    assert content.startswith("HEAD" + "h" * 16) and content.endswith("t" * 16 + "TAIL")
+    assert f"a file of {huge.stat().st_size:,} bytes" in content
+
+
+def test_a_file_up_to_the_read_limit_is_read_whole_and_truncated_as_before(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    text = "H" + "é" * (MAX_READ_BYTES // 2 - 1) + "T"  # exactly MAX_READ_BYTES bytes in UTF-8
+    (workspace / "edge.txt").write_text(text, encoding="utf-8")
+    assert len(text.encode()) == MAX_READ_BYTES
+    assert run(tools, "read_file", path="edge.txt")["content"] == truncate_output(text, 40)
