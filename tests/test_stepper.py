@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from IPython.core.formatters import format_display_data
 
 from agent17 import EventKind, TaskStatus
 from agent17.agent.models import (
@@ -528,3 +529,52 @@ def test_submit_plan_then_approve_plan_opens_the_gate_through_the_buttons(
     assert stepper.teammate_states()["alice"] == "idle"
     assert stepper.errors == ()
     stepper.close()
+
+
+def test_a_displayed_panel_leaves_the_board_of_that_moment_as_a_static_svg(
+    make_team: TeamFactory, steppers: list[TeamStepper]
+) -> None:
+    team = make_team(bob_writes_notes=True)
+    stepper = panel(team, steppers)
+    data, _ = format_display_data(stepper)  # type: ignore[no-untyped-call]
+    # JupyterLab draws the widget; GitHub and nbviewer, without widget state, the SVG.
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert "the board at 09:00:00Z" in data["image/svg+xml"]
+    assert data["text/plain"] == "TeamStepper at 09:00:00Z: alice: idle · bob: idle"
+
+    stepper.step("alice")
+    stepper.step("bob")  # parks on its note
+    data, _ = format_display_data(stepper)  # type: ignore[no-untyped-call]
+    assert "completed · alice" in data["image/svg+xml"]
+    assert "in_progress · bob" in data["image/svg+xml"]
+    assert data["text/plain"].startswith(
+        "TeamStepper at 09:00:00Z: alice: idle · bob: awaiting approval: bob asks to write"
+    )
+    assert_clean(stepper)
+
+
+def test_a_closed_panel_still_displays_without_touching_its_closed_team(
+    make_team: TeamFactory,
+) -> None:
+    team = make_team()
+    stepper = TeamStepper(team)
+    team.close()
+    data, _ = format_display_data(stepper)  # type: ignore[no-untyped-call]
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert "image/svg+xml" not in data
+
+
+def test_every_button_of_a_panel_whose_team_was_closed_is_quiet(
+    make_team: TeamFactory,
+) -> None:
+    # Notebook 6: the first panel stays on screen after a later cell closes its team.
+    team = make_team(bob_writes_notes=True)
+    stepper = TeamStepper(team)
+    stepper.step("bob")  # parked on an approval when the team closes
+    stepper.close()
+    team.close()
+    for button in list(stepper.buttons.values()):
+        button.click()
+    assert stepper.errors == ()
+    assert stepper.error_outputs() == []
+    assert all(button.disabled for button in stepper.buttons.values())

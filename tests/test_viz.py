@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from IPython.core.formatters import format_display_data
 
 from agent17 import SqliteTaskStore, Task, TaskError, TaskStatus
 from agent17.deterministic import ManualClock, uuid_sequence
@@ -348,3 +349,51 @@ def test_the_slider_refuses_a_list_of_events_without_tasks(
     store, _ = story
     with pytest.raises(ValueError, match="final tasks"):
         replay_slider(store.events())
+
+
+def test_the_slider_spans_the_output_width_and_starts_at_the_step_asked_for(
+    story: tuple[SqliteTaskStore, ManualClock],
+) -> None:
+    store, _ = story
+    replay = replay_slider(store, step=7)
+    slider, caption, picture = replay.children
+    assert slider.value == 7
+    assert caption.value == "#7 09:05:00Z bob's lease on B expired; B is pending again"
+    for widget in (replay, slider, caption, picture):
+        assert widget.layout.width == "100%"
+    with pytest.raises(ValueError, match="between 0 and 9"):
+        replay_slider(store, step=10)
+
+
+def test_a_displayed_slider_leaves_the_board_at_its_step_as_a_static_svg(
+    story: tuple[SqliteTaskStore, ManualClock],
+) -> None:
+    store, _ = story
+    replay = replay_slider(store, step=5)
+    data, _ = format_display_data(replay)  # type: ignore[no-untyped-call]
+    # JupyterLab draws the widget; GitHub and nbviewer, without widget state, the SVG.
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert "in_progress · bob" in data["image/svg+xml"]
+    assert data["image/svg+xml"] == _svg_of(replay.children[2])
+    assert data["text/plain"] == (
+        "replay of 9 events at step #5 09:00:00Z bob claimed B (lease until 09:05:00Z)"
+    )
+    replay.children[0].value = 9
+    later, _ = format_display_data(replay)  # type: ignore[no-untyped-call]
+    assert "completed · carol" in later["image/svg+xml"]
+    assert "in_progress · bob" not in later["image/svg+xml"]
+
+
+def test_without_dot_a_displayed_slider_carries_the_board_as_text(
+    story: tuple[SqliteTaskStore, ManualClock], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, _ = story
+    monkeypatch.setenv("PATH", str(tmp_path))  # graphviz cannot find `dot` now
+    replay = replay_slider(store, step=5)
+    data, _ = format_display_data(replay)  # type: ignore[no-untyped-call]
+    assert "image/svg+xml" not in data
+    assert data["text/plain"].splitlines()[:3] == [
+        "replay of 9 events at step #5 09:00:00Z bob claimed B (lease until 09:05:00Z)",
+        "board: replay, step #5 09:00:00Z bob claimed B (lease until 09:05:00Z)",
+        "t1 A (00000001) · in_progress · alice · lease until 09:05:00Z",
+    ]

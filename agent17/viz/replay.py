@@ -4,6 +4,11 @@ The store appends one event per transition (created, claimed, completed,
 lease_expired) in the same transaction as the transition itself, so the log
 is a complete history and the board at step n is a pure function of its
 first n events. The slider scrubs through those boards.
+
+A widget is drawn only by a live kernel: GitHub and nbviewer have no widget
+state and would print `VBox(children=...)`. So every panel here is displayed
+with a static picture beside the widget (`static_bundle`): JupyterLab shows the
+widget, a page without widgets shows the board as it was when the cell ran.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any, Protocol
 import ipywidgets as widgets
 
 from agent17.domain import EventKind, Task, TaskEvent, TaskStatus
-from agent17.viz.dag import active_leases, board_digraph
+from agent17.viz.dag import BoardGraph, active_leases, board_digraph
 from agent17.wire import wire_clock
 
 
@@ -80,18 +85,96 @@ def describe_event(event: TaskEvent, tasks: Sequence[Task], *, timed: bool = Tru
     return f"{prefix} {event.owner}'s lease on {subject} expired; {subject} is pending again"
 
 
+def static_bundle(widget_bundle: dict[str, Any], graph: BoardGraph, text: str) -> dict[str, Any]:
+    """A widget's mime bundle plus the board as SVG and a line of text, for pages without widgets.
+
+    JupyterLab prefers the widget view; GitHub and nbviewer fall back to the
+    SVG (or, without Graphviz's dot, to `text`, which then carries the board).
+    """
+    bundle = dict(widget_bundle)
+    picture = graph._repr_mimebundle_()
+    if "image/svg+xml" in picture:
+        bundle["image/svg+xml"] = picture["image/svg+xml"]
+        bundle["text/plain"] = text
+    else:
+        bundle["text/plain"] = f"{text}\n{graph.board_text}"
+    return bundle
+
+
+class ReplaySlider(widgets.VBox):  # type: ignore[misc]  # ipywidgets ships no type hints
+    """The replay panel: children (slider, caption Label, Output with the DAG at that step).
+
+    Displayed, it also leaves the board at the slider's current step as a
+    static SVG (see `static_bundle`).
+    """
+
+    graph: BoardGraph
+    """The board at the slider's current step, as drawn in the panel."""
+
+    def __init__(
+        self,
+        events: Sequence[TaskEvent],
+        tasks: Sequence[Task],
+        lease: timedelta | None,
+        start: int,
+    ) -> None:
+        # Full width: on a projector a short slider cannot be hit step by step.
+        self.slider = widgets.IntSlider(
+            value=start,
+            min=0,
+            max=len(events),
+            step=1,
+            description="step",
+            continuous_update=False,
+            layout=widgets.Layout(width="100%"),
+        )
+        self.caption = widgets.Label(
+            value="", layout=widgets.Layout(width="100%"), style={"font_size": "15px"}
+        )
+        self.picture = widgets.Output(layout=widgets.Layout(width="100%"))
+        super().__init__(
+            [self.slider, self.caption, self.picture], layout=widgets.Layout(width="100%")
+        )
+        self._events = list(events)
+        self._tasks = list(tasks)
+        self._lease = lease
+        self._show(start)
+        self.slider.observe(lambda change: self._show(int(change["new"])), names="value")
+
+    def _draw(self, step: int) -> BoardGraph:
+        self.caption.value = (
+            describe_event(self._events[step - 1], self._tasks) if step else "#0 the empty board"
+        )
+        board = board_at(self._events, self._tasks, step)
+        leases = None if self._lease is None else active_leases(self._events[:step], self._lease)
+        return board_digraph(board, leases=leases, title=f"replay, step {self.caption.value}")
+
+    def _show(self, step: int) -> None:
+        self.graph = self._draw(step)
+        # Filled from the kernel, never `with picture:`: strict nbval would see
+        # the captured picture as a cell output.
+        self.picture.outputs = ()
+        self.picture.append_display_data(self.graph)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        text = f"replay of {len(self._events)} events at step {self.caption.value}"
+        return static_bundle(super()._repr_mimebundle_(**kwargs), self.graph, text)
+
+
 def replay_slider(
     store_or_events: EventSource | Sequence[TaskEvent],
     tasks: Sequence[Task] | None = None,
     *,
     lease: timedelta | None = None,
     step: int | None = None,
-) -> Any:
-    """An ipywidgets VBox: an IntSlider over the event log, a caption and the DAG at that step.
+) -> ReplaySlider:
+    """A slider over the event log, a caption and the DAG at that step; it starts at `step`.
 
     Pass a store (its events, tasks and lease are read once, now) or a list of
-    events with the final `tasks`. Children: (slider, caption Label, Output).
-    The Output is filled kernel-side, so its content can be inspected in tests.
+    events with the final `tasks`. `step` is where the slider starts (the
+    moment the text talks about); default: after the last event. Children:
+    (slider, caption Label, Output). The Output is filled kernel-side, so its
+    content can be inspected in tests.
     """
     if isinstance(store_or_events, Sequence):
         events = sorted(store_or_events, key=lambda event: event.sequence)
@@ -105,24 +188,4 @@ def replay_slider(
     start = len(events) if step is None else step
     if not 0 <= start <= len(events):
         raise ValueError(f"step must be between 0 and {len(events)}: {start}")
-
-    slider = widgets.IntSlider(
-        value=start, min=0, max=len(events), step=1, description="step", continuous_update=False
-    )
-    caption = widgets.Label(value="")
-    picture = widgets.Output()
-
-    def show(step_now: int) -> None:
-        caption.value = (
-            describe_event(events[step_now - 1], final) if step_now else "#0 the empty board"
-        )
-        board = board_at(events, final, step_now)
-        leases = active_leases(events[:step_now], lease) if lease is not None else None
-        # Filled from the kernel, never `with picture:`: strict nbval would see
-        # the captured picture as a cell output.
-        picture.outputs = ()
-        picture.append_display_data(board_digraph(board, leases=leases))
-
-    slider.observe(lambda change: show(int(change["new"])), names="value")
-    show(start)
-    return widgets.VBox([slider, caption, picture])
+    return ReplaySlider(events, final, lease, start)

@@ -3,25 +3,24 @@
 `TeamStepper(team)` is a control panel for a team built with `build_team`
 whose runtime is *not* started. Each "step NAME" button calls
 `team.teammates.teammate(NAME).tick()`, the very method a worker thread calls
-in autonomous mode, so a click is exactly one pass of the idle loop (mailbox,
-protocol, plan gate, claim_next, idle). Beside them: "advance clock" (moves
-the team's ManualClock, to let a lease run out), the Lead's actions (each one
-runs the Lead's own tool: send_message, request_shutdown, review_plan) and a
-log. The DAG is redrawn after every click.
+in autonomous mode: one click, one pass of the idle loop. Beside them:
+"advance clock" (the team's ManualClock: leases run out), the Lead's tools
+(send_message, request_shutdown, review_plan), a teammate's submit_plan, each
+teammate's state, the DAG redrawn after every click, and a log. Displayed, the
+panel also leaves the board as a static SVG for pages without widgets.
 
 Approvals (`viz/approvals.py`): with a `ButtonApprover` as the team's
 approver, a step runs the tick on a helper thread and the click waits until
 that tick finishes or parks on an approval request; the approve/deny buttons
 resume it. Every widget is updated from the thread that handled the click,
-never from the helper, and every wait is bounded.
-
-Output widgets are filled kernel-side (never `with out:`), so tests and
-notebooks can read what the student sees: `log`, `last_outcome`,
-`dot_source`, `pending_approval`, `errors`, `error_outputs()`.
+never from the helper, and every wait is bounded. Output widgets are filled
+kernel-side (never `with out:`), so tests and notebooks read what the student
+sees: `log`, `last_outcome`, `dot_source`, `pending_approval`, `error_outputs()`.
 """
 
 from __future__ import annotations
 
+import functools
 import html
 import traceback
 from collections.abc import Callable, Mapping
@@ -38,8 +37,8 @@ from agent17.team.protocol import PlanRecord, PlanStatus
 from agent17.team.teammate import TickOutcome
 from agent17.tools.base import result_error
 from agent17.viz.approvals import ButtonApprover, TickJob, describe_request
-from agent17.viz.dag import active_leases, board_digraph
-from agent17.viz.replay import describe_event
+from agent17.viz.dag import BoardGraph, active_leases, board_digraph
+from agent17.viz.replay import describe_event, static_bundle
 from agent17.wire import wire_clock
 
 if TYPE_CHECKING:
@@ -81,7 +80,7 @@ class TeamStepper:
         self._log: list[str] = []
         self._errors: list[str] = []
         self._last_outcome: TickOutcome | None = None
-        self._dot_source = ""
+        self._graph: BoardGraph | None = None
         self._names: tuple[str, ...] = ()
         self._seen_event = 0
 
@@ -184,7 +183,7 @@ class TeamStepper:
     @property
     def dot_source(self) -> str:
         """The DOT source of the DAG the panel shows right now."""
-        return self._dot_source
+        return "" if self._graph is None else str(self._graph.source)
 
     @property
     def pending_approval(self) -> ApprovalRequest | None:
@@ -198,13 +197,18 @@ class TeamStepper:
 
     def error_outputs(self) -> list[dict[str, Any]]:
         """Every `error` output in the panel's Output widgets (empty on every normal path)."""
-        found: list[dict[str, Any]] = []
-        for output in (self.picture, self.errors_output):
-            found.extend(item for item in output.outputs if item.get("output_type") == "error")
-        return found
+        outputs = [*self.picture.outputs, *self.errors_output.outputs]
+        return [item for item in outputs if item.get("output_type") == "error"]
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
+        # Beside the widget, the board now as SVG: what GitHub and nbviewer show.
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        if self._graph is None or self._panel_closed or self.team.closed:
+            return bundle
+        states = " · ".join(f"{name}: {state}" for name, state in self.teammate_states().items())
+        return static_bundle(
+            bundle, self._graph, f"TeamStepper at {wire_clock(self.now())}: {states}"
+        )
 
     # -- actions (the buttons call exactly these) ----------------------------------------
 
@@ -212,13 +216,11 @@ class TeamStepper:
         """Run one idle-loop pass of `name`; None if it stopped to wait for an approval."""
         job = self._jobs.get(name)
         if job is not None and not job.done:
-            self._say(f"{name}: still waiting for approval; answer it first")
-            self.refresh()
+            self._tell(f"{name}: still waiting for approval; answer it first")
             return None
         if name in self.team.teammates.active_workers():
             # Two drivers for one teammate would make the story unrepeatable.
-            self._say(f"{name}: runs on its own worker (runtime started); not stepped")
-            self.refresh()
+            self._tell(f"{name}: runs on its own worker (runtime started); not stepped")
             return None
         teammate = self.team.teammates.teammate(name)
         if job is None:
@@ -231,8 +233,7 @@ class TeamStepper:
     def answer_approval(self, *, approve: bool) -> TickOutcome | None:
         """Approve or deny the waiting request and let its tick go on; its outcome, or None."""
         if self.approvals is None or self.approvals.pending is None:
-            self._say("human: nothing is waiting for approval")
-            self.refresh()
+            self._tell("human: nothing is waiting for approval")
             return None
         request = self.approvals.answer(approve)
         verdict = "approved" if approve else "denied"
@@ -248,8 +249,7 @@ class TeamStepper:
         if self._manual_clock is None:
             raise TypeError("the team's clock is not a ManualClock; time cannot be moved")
         now = self._manual_clock.advance(seconds)
-        self._say(f"clock: +{seconds:g} s -> {wire_clock(now)}")
-        self.refresh()
+        self._tell(f"clock: +{seconds:g} s -> {wire_clock(now)}")
         return now
 
     def send_message(self, to: str | None, content: str) -> dict[str, Any]:
@@ -269,8 +269,7 @@ class TeamStepper:
         """The Lead approves or rejects the latest pending plan (through review_plan)."""
         plan = self.latest_pending_plan()
         if plan is None:
-            self._say("lead: no plan is waiting for review")
-            self.refresh()
+            self._tell("lead: no plan is waiting for review")
             return {}
         arguments = {"request_id": plan.request_id, "approve": approve, "feedback": feedback}
         return self._lead_tool("review_plan", arguments, about=plan.agent)
@@ -278,16 +277,14 @@ class TeamStepper:
     def submit_plan(self, name: str | None, plan: str) -> dict[str, Any]:
         """Teammate `name` submits `plan` to the Lead (through its own submit_plan tool)."""
         if name is None:
-            self._say("nobody to submit a plan for")
-            self.refresh()
+            self._tell("nobody to submit a plan for")
             return {}
         runner = self.team.runners.get(name)
         tool = runner.tools.get("submit_plan") if runner is not None else None
         if tool is None:
             raise LookupError(f"{name} has no submit_plan tool")
         result = tool.run({"plan": plan}, ToolContext(identity=name))
-        self._say(f"{name}: {_tool_line('submit_plan', result)}")
-        self.refresh()
+        self._tell(f"{name}: {_tool_line('submit_plan', result)}")
         return result
 
     def close(self) -> None:
@@ -329,8 +326,7 @@ class TeamStepper:
 
     def _finish(self, outcome: TickOutcome) -> TickOutcome:
         self._last_outcome = outcome
-        self._say(outcome.describe())
-        self.refresh()
+        self._tell(outcome.describe())
         return outcome
 
     def _lead_tool(
@@ -342,14 +338,17 @@ class TeamStepper:
             raise LookupError(f"the Lead has no {tool_name} tool")
         result = tool.run(arguments, ToolContext(identity=lead.identity))
         target = about or arguments.get("to") or arguments.get("name") or ""
-        self._say(
+        self._tell(
             f"{lead.identity}: {_tool_line(tool_name, result)}" + (f" ({target})" if target else "")
         )
-        self.refresh()
         return result
 
     def _say(self, line: str) -> None:
         self._log.append(line)
+
+    def _tell(self, line: str) -> None:
+        self._say(line)
+        self.refresh()
 
     def _button(self, description: str, action: Callable[[], object]) -> widgets.Button:
         # max-content: a description is never cut off (the browser test clicks by it).
@@ -385,9 +384,6 @@ class TeamStepper:
             },
         )
 
-    def _stepping(self, name: str) -> Callable[[], object]:
-        return lambda: self.step(name)
-
     def _sync_teammates(self) -> None:
         names = self.team.teammates.names
         if names == self._names:
@@ -398,7 +394,7 @@ class TeamStepper:
             description = f"step {name}"
             button = self.buttons.get(description)
             if button is None:
-                button = self._button(description, self._stepping(name))
+                button = self._button(description, functools.partial(self.step, name))
                 button.button_style = "primary"
             row.append(button)
         self._step_row.children = tuple(row)
@@ -461,7 +457,7 @@ class TeamStepper:
             now=now,
             title=f"the board at {wire_clock(now)}",
         )
-        self._dot_source = str(graph.source)
+        self._graph = graph
         # Filled from the kernel, never `with picture:`: strict nbval would see
         # the captured picture as a cell output.
         self.picture.outputs = ()
