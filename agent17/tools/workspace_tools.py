@@ -56,10 +56,6 @@ class WriteFileInput(StrictInput):
     content: Text = Field(description="The whole new content of the file (UTF-8 text).")
 
 
-def _shown(path: str) -> str:
-    return preview(path, 80)  # a model's path can be any length
-
-
 def resolve_in_workspace(workspace: Path, path: str) -> Path:
     """The real path of `path` inside `workspace`, or ToolError if it leads elsewhere."""
     if "\x00" in path:
@@ -68,11 +64,15 @@ def resolve_in_workspace(workspace: Path, path: str) -> Path:
     # realpath follows every symlink that exists, so a link pointing outside is caught here.
     target = Path(os.path.realpath(root / path))
     if target != root and root not in target.parents:
-        raise ToolError("path_outside_workspace", f"{_shown(path)} is outside the workspace")
+        raise ToolError("path_outside_workspace", f"{path!r} is outside the workspace")
     relative = target.relative_to(root)
     if relative.parts and relative.parts[0] == PROTECTED_DIRECTORY:
-        raise ToolError("protected_path", f"{_shown(path)} is the task board's own storage")
+        raise ToolError("protected_path", f"{path!r} is the task board's own storage")
     return target
+
+
+def _shown(path: str) -> str:
+    return preview(path, 80)  # a model's path can be any length
 
 
 def _file_system_refusal(path: str, error: OSError, code: str) -> ToolError:
