@@ -217,7 +217,7 @@ b) His busy handler sleeps and retries until the lock is free, or gives up with 
 c) He fails at once with 'database is locked'.
    -> Only with a busy timeout of 0; with a timeout his connection waits and retries first.
 
-## flock 01_the_race a
+## flock 02_the_sqlite_board a
 Why does the chapter use SQLite instead of an fcntl.flock lock file around the JSON board?
 a) One lock file around the whole board would work on one POSIX machine; SQLite adds one
    transaction that chooses and takes the task and rolls back after a crash, readers that never
