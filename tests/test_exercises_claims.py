@@ -17,6 +17,7 @@ import pytest
 
 from agent17.exercises import EXERCISES, check, claims
 from agent17.exercises.claims import SlowSelectConnection, make_jobs, open_checked
+from agent17.exercises.effects import NotesFile
 
 PICK = "SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT 1"
 TAKE = "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ?"
@@ -185,3 +186,27 @@ def under_a_file_lock(connection: sqlite3.Connection, owner: str) -> int | None:
 def test_a_right_answer_that_serialises_without_sqlite_still_passes() -> None:
     result = check("claim_one", under_a_file_lock)
     assert result.passed, result.feedback
+
+
+def test_the_lost_edit_starter_always_fails_as_a_lost_edit_with_the_same_words() -> None:
+    # Notebook 07 commits this feedback. A half-written file seen by a reader used
+    # to make it say "doubled or run together" now and then, the wrong diagnosis.
+    feedbacks = set()
+    for _ in range(5):
+        result = check("append_note", EXERCISES["append_note"].starter)
+        assert not result.passed
+        feedbacks.add(result.feedback)
+    assert len(feedbacks) == 1, feedbacks
+    assert feedbacks.pop().startswith("some of the 60 notes were lost")
+
+
+def test_a_notes_file_write_replaces_the_file_whole_and_leaves_no_scratch_file(
+    tmp_path: Path,
+) -> None:
+    notes = NotesFile(tmp_path / "NOTES.md")
+    notes.write("one\n")
+    before = os.stat(notes.path).st_ino
+    notes.write("one\ntwo\n")
+    assert notes.read() == "one\ntwo\n"
+    assert os.stat(notes.path).st_ino != before  # renamed over, not rewritten in place
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["NOTES.md"]

@@ -160,8 +160,15 @@ class NotesFile:
         return text
 
     def write(self, text: str) -> None:
-        """Replace the whole file with `text`."""
-        self.path.write_text(text, encoding="utf-8")
+        """Replace the whole file with `text`, in one step.
+
+        Written beside it and renamed over it, so that a teammate reading at the
+        same moment sees the old file or the new one, never half of one: the only
+        way left to lose a note is the lesson's, a read-modify-write race.
+        """
+        scratch = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        scratch.write_text(text, encoding="utf-8")
+        os.replace(scratch, self.path)
 
     def append(self, text: str) -> None:
         """Add `text` at the end in one system call (O_APPEND: never mixed with another)."""
@@ -251,12 +258,12 @@ def check_append_note(candidate: AppendNote) -> CheckResult:
             " `line` plus one newline",
         )
     if arrived != expected:
-        lost = sorted(expected - arrived)
+        # How many go missing depends on the timing; that some do is the lesson.
         return CheckResult(
             False,
-            f"{len(expected) - len(arrived)} of {len(expected)} notes were lost (for example"
-            f" {lost[0]!r}): two teammates read the same old file and the second write replaced"
-            " the first. Owning a task is not owning the file it touches.",
+            f"some of the {len(expected)} notes were lost: two teammates read the same old"
+            " file and the second write replaced the first. Owning a task is not owning the"
+            " file it touches.",
         )
     return CheckResult(
         True,
