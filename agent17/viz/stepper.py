@@ -484,7 +484,9 @@ class TeamStepper:
         )
         shown = self._log[-LOG_LINES_SHOWN:]
         self.log_view.value = (
-            "<pre style='margin:0; font-size:12px'>"
+            # Long lines wrap between words (JupyterLab's own pre style breaks anywhere).
+            "<pre style='margin:0; font-size:12px; white-space:pre-wrap;"
+            " word-break:normal; overflow-wrap:break-word'>"
             + html.escape("\n".join(shown) or "(no clicks yet)")
             + "</pre>"
         )
