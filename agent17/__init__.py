@@ -3,6 +3,8 @@
 The names of the public contract (API.md), plus the few the notebooks use.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from agent17.claims import DirectTaskClaimService, ToolContext
 from agent17.domain import (
     ErrorCode,
@@ -26,6 +28,20 @@ from agent17.tools.task_tools import (
 from agent17.wire import claim_payload, task_payload
 from agent17.work_stealing import WorkStealingRuntime
 
+if TYPE_CHECKING:
+    from agent17.store.postgres import PostgresTaskStore
+
+
+def __getattr__(name: str) -> Any:
+    # PostgresTaskStore is imported on first use, so `import agent17` never loads the
+    # PostgreSQL store (its driver is only imported when a store is constructed).
+    if name == "PostgresTaskStore":
+        from agent17.store.postgres import PostgresTaskStore
+
+        return PostgresTaskStore
+    raise AttributeError(f"module 'agent17' has no attribute {name!r}")
+
+
 __all__ = [
     "DirectTaskClaimService",
     "Envelope",
@@ -33,6 +49,7 @@ __all__ = [
     "EventKind",
     "Mailbox",
     "MailboxError",
+    "PostgresTaskStore",
     "Refusal",
     "SqliteTaskStore",
     "Task",

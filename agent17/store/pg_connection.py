@@ -1,0 +1,259 @@
+"""The one way agent17 talks to PostgreSQL: connect, reconnect, one transaction helper, errors.
+
+The Postgres twin of `database.py`. Every state that lives in PostgreSQL (the
+board now, the team's mailbox later) is one versioned schema file, opened here
+the same way:
+
+1. connect (psycopg 3, sync API), with the session settings every statement
+   relies on: `search_path` = the board's own PostgreSQL schema (the SQL is
+   unqualified), `TimeZone` UTC (times come back as UTC datetimes), a lock
+   timeout like SQLite's busy timeout, an idle-in-transaction timeout (a frozen
+   client cannot hold the board lock for ever) and, from PostgreSQL 14 on, a
+   check that the client is still there while a statement waits;
+2. the schema file is created in the database, or the one there checked,
+   in one transaction (`pg_schema.open_schema`).
+
+Every later operation goes through `transaction()`: BEGIN, the work, COMMIT,
+with BEGIN and everything after it inside one `try` that rolls back on any
+BaseException (a Ctrl-C included). A connection the server dropped between
+two operations (a restart, `pg_terminate_backend`, a network blip) is found by
+the next BEGIN and replaced, and the operation runs on the new one: nothing
+had been sent for it yet. A connection lost in the middle of an operation is
+not retried: the server rolls the transaction back, and the caller gets
+`store_unavailable` saying so (or, if the COMMIT itself was lost, saying that
+its outcome is unknown). A Ctrl-C while a statement runs is cancelled in the
+server by psycopg; a connection left in any state but idle or idle in a
+transaction is discarded rather than reused.
+
+The driver is imported when a database is first opened, never at import time,
+so `import agent17` works without the `postgres` extra.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING, Final, TypeVar
+
+from agent17.domain import ErrorCode, Refusal
+from agent17.store.paths import RefusalFactory
+from agent17.store.pg_schema import PgSchema, open_schema
+from agent17.store.pg_transaction import ConnectionLost, ConstraintViolation, PgTransaction, Row
+
+if TYPE_CHECKING:
+    import psycopg
+
+INSTALL_HINT: Final = "pip install 'agent17[postgres]'"
+STORE_UNAVAILABLE: Final = "store_unavailable"
+"""The refusal code when the server cannot be reached or the connection was lost mid-operation."""
+
+LOCK_TIMEOUT_SECONDS: Final = 30.0
+"""How long a writer waits for the board lock (SQLite's busy timeout is the same)."""
+IDLE_IN_TRANSACTION_SECONDS: Final = 60.0
+RECONNECT_SECONDS: Final = 10.0
+"""How long a replaced connection keeps trying (a restarting server needs a moment)."""
+CONNECT_TIMEOUT_SECONDS: Final = 10
+
+# SQLSTATEs: the lock timeout, a cancelled statement, objects that vanished under us.
+_LOCK_NOT_AVAILABLE: Final = "55P03"
+_QUERY_CANCELED: Final = "57014"
+_VANISHED: Final = frozenset({"42P01", "3F000", "42883", "42703"})
+
+T = TypeVar("T")
+
+
+def import_driver() -> ModuleType:
+    """psycopg, or an ImportError that says which extra to install."""
+    try:
+        import psycopg
+    except ImportError as error:
+        raise ImportError(
+            f"the PostgreSQL store needs the psycopg driver: {INSTALL_HINT}"
+        ) from error
+    return psycopg
+
+
+class PgDatabase:
+    """One checked, versioned PostgreSQL schema behind one connection and one lock.
+
+    Safe to share between threads (calls are serialised by the lock); any number
+    of instances, in one or many processes on one or many hosts, may open the same
+    database. `refusal` builds the errors it raises (TaskError for the board).
+    """
+
+    def __init__(self, dsn: str, schema: PgSchema, refusal: RefusalFactory) -> None:
+        self.driver = import_driver()
+        self.schema = schema
+        self._refusal = refusal
+        self._dsn = dsn
+        self._lock = threading.Lock()
+        self._connection: psycopg.Connection[Row] | None = None
+        self.where = self._describe(dsn)
+        self._connection = self._connect(deadline=time.monotonic())
+        try:
+            self._run(lambda tx: open_schema(tx, schema, refusal, self.where), retry=False)
+        except BaseException:
+            self._discard()
+            raise
+
+    # -- connecting ------------------------------------------------------------------
+
+    def _describe(self, dsn: str) -> str:
+        # Where the board is, for messages: never the password.
+        try:
+            parts = self.driver.conninfo.conninfo_to_dict(dsn)
+        except self.driver.ProgrammingError as error:
+            raise ValueError(f"not a PostgreSQL connection string: {error}") from None
+        shown = {key: parts[key] for key in ("host", "port", "dbname", "user") if key in parts}
+        return "PostgreSQL " + (" ".join(f"{k}={v}" for k, v in shown.items()) or "(defaults)")
+
+    def _connect(self, *, deadline: float) -> psycopg.Connection[Row]:
+        """A fresh, configured connection; retried until `deadline` (monotonic seconds)."""
+        pause = 0.05
+        while True:
+            try:
+                connection: psycopg.Connection[Row] = self.driver.connect(
+                    self._dsn,
+                    autocommit=True,  # every transaction is our explicit BEGIN
+                    connect_timeout=CONNECT_TIMEOUT_SECONDS,
+                    application_name="agent17",
+                )
+                break
+            except self.driver.OperationalError as error:
+                if time.monotonic() + pause > deadline:
+                    raise self._refusal(
+                        STORE_UNAVAILABLE, f"cannot connect to {self.where}: {_first_line(error)}"
+                    ) from None
+                time.sleep(pause)  # a server that is restarting refuses for a moment
+                pause = min(pause * 2, 0.5)
+        try:
+            settings = {
+                "search_path": self.schema.namespace,
+                "TimeZone": "UTC",
+                "lock_timeout": f"{LOCK_TIMEOUT_SECONDS:.0f}s",
+                "idle_in_transaction_session_timeout": f"{IDLE_IN_TRANSACTION_SECONDS:.0f}s",
+            }
+            if connection.info.server_version >= 140000:
+                settings["client_connection_check_interval"] = "1000ms"
+            for name, value in settings.items():
+                connection.execute("SELECT set_config(%s, %s, false)", (name, value))
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _discard(self) -> None:
+        # Closing the socket ends the server session: its transaction and locks go with it.
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    # -- the one transaction helper -----------------------------------------------------
+
+    def transaction(self, operation: Callable[[PgTransaction], T]) -> T:
+        """Run `operation` in one transaction: commit, or roll back on anything."""
+        return self._run(operation, retry=True)
+
+    def _run(self, operation: Callable[[PgTransaction], T], *, retry: bool) -> T:
+        with self._lock:
+            for attempt in (1, 2):
+                # Backstop: an interrupt that escaped the clean-up below (a third signal
+                # between its retries) may have left the last transaction open.
+                self._settle()
+                if self._connection is None:
+                    self._connection = self._connect(deadline=time.monotonic() + RECONNECT_SECONDS)
+                tx = PgTransaction(self._connection, self.driver, self.translate)
+                try:
+                    # BEGIN is inside the try: an interrupt while it waits, or right after,
+                    # still reaches the clean-up below.
+                    tx.begin()
+                    result = operation(tx)
+                    tx.commit()
+                    return result
+                except BaseException as error:
+                    # A second signal (Ctrl-C twice, SIGTERM turned into an exception) can
+                    # land inside the clean-up: it is tried again until it has run, and the
+                    # first error is the one raised. The loop is inline, so no signal can
+                    # escape between this except and its try.
+                    while True:
+                        try:
+                            self._settle()
+                            break
+                        except BaseException:
+                            continue
+                    if not isinstance(error, ConnectionLost):
+                        raise
+                    if tx.began or not retry or attempt == 2:
+                        raise self._lost(tx, error) from None
+                    # Dropped between operations: nothing was sent for this one yet.
+        raise AssertionError("unreachable")
+
+    def _lost(self, tx: PgTransaction, lost: ConnectionLost) -> Refusal:
+        if tx.commit_sent:
+            outcome = "its outcome is unknown: read the board to see whether it happened"
+        else:
+            outcome = "the server rolled it back, nothing was changed"
+        return self._refusal(
+            STORE_UNAVAILABLE,
+            f"the connection to {self.where} was lost during an operation ({lost}); {outcome}",
+        )
+
+    def _settle(self) -> None:
+        """Leave the connection idle outside a transaction, or drop it."""
+        connection = self._connection
+        if connection is None:
+            return
+        if connection.closed or connection.broken:
+            self._discard()
+            return
+        status = connection.info.transaction_status
+        states = self.driver.pq.TransactionStatus
+        if status == states.IDLE:
+            return
+        if status in (states.INTRANS, states.INERROR):
+            try:
+                connection.execute("ROLLBACK")
+            except self.driver.Error:
+                self._discard()
+            return
+        # A statement still running (its cancel was interrupted), or a state psycopg
+        # cannot tell: never reuse it. Closing it ends the server session and its locks.
+        self._discard()
+
+    def translate(self, error: Exception, connection: psycopg.Connection[Row]) -> Exception:
+        """The exception a driver error becomes: lost, a constraint, a refusal, or itself."""
+        driver = self.driver
+        if connection.broken or connection.closed:
+            return ConnectionLost(_first_line(error))
+        if isinstance(error, driver.IntegrityError):
+            return ConstraintViolation(error.diag.constraint_name, _first_line(error))
+        state = getattr(error, "sqlstate", None)
+        if state == _LOCK_NOT_AVAILABLE:
+            return self._refusal(
+                STORE_UNAVAILABLE,
+                f"the {self.schema.what} lock was held by another session for"
+                f" {LOCK_TIMEOUT_SECONDS:g} s; nothing was changed",
+            )
+        if state == _QUERY_CANCELED:
+            return self._refusal(
+                STORE_UNAVAILABLE, "the server cancelled the operation; nothing was changed"
+            )
+        if state in _VANISHED:
+            return self._refusal(
+                ErrorCode.STORE_UNREADABLE,
+                f"{self.where} schema {self.schema.namespace} no longer holds an intact"
+                f" {self.schema.what} ({_first_line(error)}); open it again",
+            )
+        return error
+
+    def close(self) -> None:
+        """Close the connection; the board stays in the database."""
+        with self._lock:
+            self._discard()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

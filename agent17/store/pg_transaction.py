@@ -1,0 +1,100 @@
+"""One open PostgreSQL transaction: its statements, the rows they changed, its savepoints.
+
+Used through `PgDatabase.transaction()` only (pg_connection.py), which begins,
+commits and cleans up; the driver's errors come out of `execute` already
+translated (a lost connection, a named constraint, a refusal with a code).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    import psycopg
+
+Row = tuple[Any, ...]
+Translate = Callable[[Exception, "psycopg.Connection[Row]"], Exception]
+
+_WRITES: Final = frozenset({"INSERT", "UPDATE", "DELETE"})
+
+
+class ConstraintViolation(Exception):
+    """A statement broke a constraint; `constraint` names it (the store decides what it means)."""
+
+    def __init__(self, constraint: str | None, message: str) -> None:
+        super().__init__(message)
+        self.constraint = constraint
+
+
+class _ConnectionLost(Exception):
+    """The connection died under a statement (internal: becomes a retry or a refusal)."""
+
+
+class ConnectionLost(Exception):
+    """The connection died under a statement (becomes a retry or a refusal, never escapes)."""
+
+
+class PgTransaction:
+    """One open transaction: statements, the rows they changed, savepoints."""
+
+    def __init__(
+        self, connection: psycopg.Connection[Row], driver: ModuleType, translate: Translate
+    ) -> None:
+        self._connection = connection
+        self._driver = driver
+        self._translate = translate
+        self.driver_error: type[Exception] = driver.Error
+        self.server_version: int = connection.info.server_version
+        self.began = False
+        self.commit_sent = False
+        self.changes = 0
+        """Rows written by this transaction's INSERT, UPDATE and DELETE statements."""
+
+    def begin(self) -> None:
+        self._send("BEGIN")
+        self.began = True
+
+    def commit(self) -> None:
+        self.commit_sent = True
+        self._send("COMMIT")
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+        """Run one statement; returns the cursor (fetchone/fetchall)."""
+        cursor = self._send(sql, params)
+        if cursor.statusmessage and cursor.statusmessage.split(" ", 1)[0] in _WRITES:
+            self.changes += max(cursor.rowcount, 0)
+        return cursor
+
+    @property
+    def failed(self) -> bool:
+        """True once a statement failed: the server will only roll this transaction back."""
+        status = self._connection.info.transaction_status
+        return bool(status == self._driver.pq.TransactionStatus.INERROR)
+
+    def savepoint(self, *, rollback: bool = False) -> Any:
+        """A nested transaction: undone if its block raises (always, with `rollback`)."""
+        return _Savepoint(self, rollback)
+
+    def _send(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+        try:
+            return self._connection.execute(sql, params)
+        except self._driver.Error as error:
+            raise self._translate(error, self._connection) from None
+
+
+class _Savepoint:
+    def __init__(self, tx: PgTransaction, rollback: bool) -> None:
+        self._tx = tx
+        self._rollback = rollback
+        self._name = f"agent17_{secrets.token_hex(4)}"
+
+    def __enter__(self) -> None:
+        self._tx.execute(f"SAVEPOINT {self._name}")
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is not None or self._rollback:
+            self._tx.execute(f"ROLLBACK TO SAVEPOINT {self._name}")
+        self._tx.execute(f"RELEASE SAVEPOINT {self._name}")

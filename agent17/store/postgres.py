@@ -1,0 +1,457 @@
+"""PostgresTaskStore: the same leased task board, in a PostgreSQL database many hosts share.
+
+The contract is SqliteTaskStore's (API.md); what the engine changes, and why:
+
+- Where the board lives: its own PostgreSQL schema, `agent17`, in the database
+  the DSN names. It never meets an application's own `tasks` in `public`, one
+  name says what is ours (the version check looks there and nowhere else), and
+  the team's mailbox can join it later under its own version row.
+- Why alice and bob can never both own C: every operation's first statement
+  takes one transaction-level advisory lock for the board
+  (`pg_advisory_xact_lock(board_lock_key())`); the server holds it to COMMIT or
+  ROLLBACK, and drops it when the session dies (kill -9 of the client
+  included). So the claims of all hosts are one queue and the claim statement
+  reads a board that already shows the previous claim. Not FOR UPDATE SKIP
+  LOCKED, the usual Postgres queue: it passes over the first ready task while
+  another transaction has it locked (and may then roll back), and our contract
+  says claim_next takes exactly the first ready task in creation order. Not
+  SERIALIZABLE (claims would fail and retry by the thousand) and not LOCK TABLE
+  (it queues behind autovacuum).
+- Isolation: READ COMMITTED. Each statement after the lock sees every commit
+  made before the lock was granted; nothing else is needed once writers queue.
+- One clock: the injected clock, read once the lock is held; without one, the
+  server's `clock_timestamp()`, read in the statement that takes the lock and
+  after it (never `now()`, the transaction's start, which is before the lock
+  wait; never the host's clock, which differs from host to host). Time moves
+  in commit order for every host.
+- Readiness: the unmet count and a partial index of ready tasks, so the claim
+  is a seek whatever the board's size; the token history is a unique partial
+  index; the event log is dense and in commit order because its sequence is
+  assigned under the board lock (see postgres_schema.sql).
+
+Every operation runs the same way (`_transact`): lock, clock, return expired
+leases to pending, then the work. A refusal raised before the work wrote
+anything keeps those releases; any other failure, or a refusal after a write,
+rolls back all. Connecting, reconnecting and interrupts are `pg_connection`'s.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Final, NamedTuple, TypeVar
+
+from agent17.domain import (
+    Clock,
+    ErrorCode,
+    IdFactory,
+    Task,
+    TaskClaim,
+    TaskCompletion,
+    TaskError,
+    TaskStatus,
+    check_lease_seconds,
+    is_canonical_uuid,
+    require_utc,
+)
+from agent17.store.board import (
+    Edge,
+    IssuedClaim,
+    assemble_board,
+    blocked,
+    check_edges,
+    completion_refusal,
+    corrupted,
+    dependencies_not_found,
+    invalid,
+    lease_end,
+    not_claimable,
+    require_drafts,
+    require_owner,
+    require_status,
+    require_task_id,
+    stored_task,
+)
+from agent17.store.pg_connection import PgDatabase
+from agent17.store.pg_log import PostgresBoardLog, utc
+from agent17.store.pg_schema import PgSchema
+from agent17.store.pg_statements import (
+    CLAIM_NEXT_SQL,
+    CLAIM_TASK_SQL,
+    COLUMNS,
+    COMPLETE_SQL,
+    INSERT_EDGES_SQL,
+    INSERT_SQL,
+    LOCK_SQL,
+    RELEASE_DEPENDENTS_SQL,
+    RELEASE_EXPIRED_SQL,
+)
+from agent17.store.pg_transaction import ConstraintViolation, PgTransaction
+
+BOARD_SCHEMA: Final = PgSchema(
+    package="agent17.store",
+    sql_file="postgres_schema.sql",
+    version="1",
+    metadata_table="task_metadata",
+    what="agent17 task board",
+)
+
+T = TypeVar("T")
+
+
+class _Row(NamedTuple):
+    sequence: int
+    id: str
+    subject: str
+    description: str
+    status: str
+    owner: str | None
+    unmet_dependencies: int
+    claim_token: str | None
+    lease_expires_at_utc: datetime | None
+    edges: list[list[Any]]
+
+
+def _random_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+class PostgresTaskStore(PostgresBoardLog):
+    """The chapter's leased task board in the `agent17` schema of a PostgreSQL database."""
+
+    claim_statement = CLAIM_NEXT_SQL
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        clock: Clock | None = None,
+        new_task_id: IdFactory | None = None,
+        new_claim_token: IdFactory | None = None,
+        lease_seconds: float = 300.0,
+    ) -> None:
+        self.lease = timedelta(seconds=check_lease_seconds(lease_seconds))
+        # None: the server's clock, one for every host on the board.
+        self._clock: Clock | None = clock
+        self._new_task_id: IdFactory = new_task_id or _random_uuid
+        self._new_claim_token: IdFactory = new_claim_token or _random_uuid
+        # A token drawn for a claim_next that found nothing is kept for the next claim,
+        # so an empty poll uses up no token (a counting generator stays gapless).
+        self._spare_token: str | None = None
+        self._db = PgDatabase(dsn, BOARD_SCHEMA, TaskError)
+        self.where: str = self._db.where
+
+    def close(self) -> None:
+        """Close the connection; the board stays in the database."""
+        self._db.close()
+
+    def __enter__(self) -> PostgresTaskStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- every operation: lock, clock, release expired leases, work ---------------------
+
+    def _transact(self, operation: Callable[[PgTransaction, datetime], T]) -> T:
+        def run(tx: PgTransaction) -> tuple[T | None, TaskError | None]:
+            (server_now,) = tx.execute(LOCK_SQL).fetchone()
+            now = utc(server_now) if self._clock is None else require_utc(self._clock())
+            tx.execute(RELEASE_EXPIRED_SQL, {"now": now})
+            before = tx.changes
+            try:
+                return operation(tx, now), None
+            except TaskError as refusal:
+                if tx.changes != before or tx.failed:
+                    raise  # the work had started writing (or failed): roll it all back
+                return None, refusal  # nothing but the releases was written: keep them
+
+        result, refusal = self._db.transaction(run)
+        if refusal is not None:
+            raise refusal
+        return result  # type: ignore[return-value]
+
+    def _row(self, tx: PgTransaction, task_id: str) -> _Row:
+        row = tx.execute(f"SELECT {COLUMNS} FROM tasks AS t WHERE t.id = %s", (task_id,)).fetchone()
+        if row is None:
+            raise TaskError(ErrorCode.TASK_NOT_FOUND, f"no task with id {task_id}")
+        return _Row(*row)
+
+    @staticmethod
+    def _dependencies(row: _Row) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The task's dependency ids and the unfinished ones, every edge checked."""
+        edges = [
+            Edge(int(sequence), *(target if target is not None else (None, None)))
+            for sequence, target in row.edges
+        ]
+        return check_edges(row.sequence, row.id, row.unmet_dependencies, edges)
+
+    @staticmethod
+    def _task(row: _Row, status: TaskStatus, owner: str | None, blocked_by: Iterable[str]) -> Task:
+        return stored_task(row.id, row.subject, row.description, status, owner, tuple(blocked_by))
+
+    # -- creating --------------------------------------------------------------------------
+
+    def create_task(
+        self, subject: str, description: str = "", blocked_by: Sequence[str] | Iterable[str] = ()
+    ) -> Task:
+        """Add a pending task; `blocked_by` names existing tasks that must complete first."""
+        (task,) = self.create_tasks([(subject, description, blocked_by)])
+        return task
+
+    def create_tasks(
+        self, drafts: Iterable[tuple[str, str, Sequence[str] | Iterable[str]]]
+    ) -> list[Task]:
+        """Add several tasks in one transaction, all or none: (subject, description, blocked_by).
+
+        Each draft may name tasks that exist already or that come earlier in the batch.
+        """
+        checked = require_drafts(drafts)
+        return self._transact(lambda tx, now: self._insert(tx, now, checked))
+
+    def _insert(
+        self, tx: PgTransaction, now: datetime, drafts: list[tuple[str, str, tuple[str, ...]]]
+    ) -> list[Task]:
+        # One lookup of every named dependency, one INSERT of the batch, one of its edges:
+        # three statements whatever the batch's size.
+        named = sorted({dep for _, _, deps in drafts for dep in deps})
+        known: dict[str, tuple[int, str]] = {}
+        if named:
+            rows = tx.execute(
+                "SELECT id, sequence, status FROM tasks WHERE id = ANY(%s::text[])", (named,)
+            ).fetchall()
+            known = {task_id: (int(sequence), status) for task_id, sequence, status in rows}
+        batch: dict[str, int] = {}  # id -> position in the batch
+        unmet: list[int] = []
+        try:
+            for _, _, dependencies in drafts:
+                task_id = self._new_task_id()
+                if not is_canonical_uuid(task_id):
+                    raise ValueError(f"new_task_id returned a non-canonical UUID: {task_id!r}")
+                if task_id in dependencies:
+                    raise invalid(f"task {task_id} cannot depend on itself")
+                missing = [dep for dep in dependencies if dep not in known and dep not in batch]
+                if missing:
+                    raise dependencies_not_found(missing)
+                if task_id in batch:
+                    raise invalid(f"a task with id {task_id} already exists")
+                batch[task_id] = len(batch)
+                unmet.append(
+                    sum(
+                        1
+                        for dep in dependencies
+                        if dep in batch or known[dep][1] != TaskStatus.COMPLETED
+                    )
+                )
+        except TaskError:
+            # The SQLite store inserts draft by draft: an id drawn earlier in this batch
+            # that already exists would have been refused first.
+            self._refuse_existing_ids(tx, list(batch))
+            raise
+        ids = list(batch)
+        try:
+            inserted = tx.execute(
+                INSERT_SQL,
+                {
+                    "now": now,
+                    "ids": ids,
+                    "subjects": [subject for subject, _, _ in drafts],
+                    "descriptions": [description for _, description, _ in drafts],
+                    "unmet": unmet,
+                },
+            ).fetchall()
+        except ConstraintViolation as violation:
+            if violation.constraint != "tasks_id_key":
+                raise
+            raise invalid(f"a task id the generator returned already exists: {violation}") from None
+        sequences = {task_id: int(sequence) for sequence, task_id in inserted}
+        if [sequences[task_id] for task_id in ids] != sorted(sequences.values()):
+            raise AssertionError("the batch was not inserted in draft order")
+        edges: tuple[list[int], list[int], list[int]] = ([], [], [])
+        for task_id, (_, _, dependencies) in zip(ids, drafts, strict=True):
+            for position, dep in enumerate(dependencies):
+                target = sequences[dep] if dep in sequences else known[dep][0]
+                edges[0].append(sequences[task_id])
+                edges[1].append(target)
+                edges[2].append(position)
+        if edges[0]:
+            tx.execute(INSERT_EDGES_SQL, edges)
+        return [
+            Task(task_id, subject, description, TaskStatus.PENDING, None, dependencies)
+            for task_id, (subject, description, dependencies) in zip(ids, drafts, strict=True)
+        ]
+
+    @staticmethod
+    def _refuse_existing_ids(tx: PgTransaction, ids: list[str]) -> None:
+        if not ids:
+            return
+        row = tx.execute(
+            "SELECT id FROM tasks WHERE id = ANY(%s::text[]) ORDER BY sequence LIMIT 1", (ids,)
+        ).fetchone()
+        if row is not None:
+            raise invalid(f"a task with id {row[0]} already exists")
+
+    def get_task(self, task_id: str) -> Task:
+        """One task by id."""
+        require_task_id(task_id)
+
+        def get(tx: PgTransaction, now: datetime) -> Task:
+            row = self._row(tx, task_id)
+            blocked_by, _ = self._dependencies(row)
+            return self._task(row, require_status(row.status, task_id), row.owner, blocked_by)
+
+        return self._transact(get)
+
+    def list_tasks(self) -> list[Task]:
+        """Every task in creation order; the whole graph is checked on the way."""
+
+        def load(tx: PgTransaction, now: datetime) -> list[Task]:
+            rows = tx.execute(
+                "SELECT sequence, id, subject, description, status, owner, unmet_dependencies"
+                " FROM tasks ORDER BY sequence"
+            ).fetchall()
+            edges = tx.execute(
+                "SELECT task_sequence, dependency_sequence FROM task_dependencies"
+                " ORDER BY task_sequence, position"
+            ).fetchall()
+            return assemble_board(rows, edges)
+
+        return self._transact(load)
+
+    # -- claiming ----------------------------------------------------------------------------
+
+    def claim_task(self, task_id: str, owner: str) -> TaskClaim:
+        """Claim one named task for `owner`: it must be pending with every dependency done."""
+        require_task_id(task_id)
+        require_owner(owner)
+
+        def claim(tx: PgTransaction, now: datetime) -> TaskClaim:
+            row = self._row(tx, task_id)
+            blocked_by, unfinished = self._dependencies(row)
+            status = require_status(row.status, task_id)
+            if status is not TaskStatus.PENDING:
+                raise not_claimable(self._task(row, status, row.owner, blocked_by))
+            if unfinished:
+                raise blocked(task_id, unfinished)
+            claimed = self._claim(tx, now, CLAIM_TASK_SQL, owner, row.sequence)
+            if claimed is None:  # cannot happen under the board lock; refuse rather than guess
+                raise not_claimable(self._task(row, status, row.owner, blocked_by))
+            return claimed
+
+        return self._transact(claim)
+
+    def claim_next(self, owner: str) -> TaskClaim | None:
+        """Claim the first ready task in creation order for `owner`, or return None."""
+        require_owner(owner)
+        return self._transact(lambda tx, now: self._claim(tx, now, CLAIM_NEXT_SQL, owner))
+
+    def _claim(
+        self,
+        tx: PgTransaction,
+        now: datetime,
+        statement: str,
+        owner: str,
+        sequence: int | None = None,
+    ) -> TaskClaim | None:
+        expires = lease_end(now, self.lease)  # before a token is drawn: a refusal spends none
+        token, self._spare_token = self._spare_token or self._new_claim_token(), None
+        if not is_canonical_uuid(token):
+            raise ValueError(f"new_claim_token returned a non-canonical UUID: {token!r}")
+        params = {"owner": owner, "token": token, "now": now, "expires": expires}
+        try:
+            found = tx.execute(statement, {**params, "sequence": sequence}).fetchone()
+        except ConstraintViolation as violation:
+            if violation.constraint != "task_claim_tokens":
+                raise
+            raise TaskError(
+                ErrorCode.CLAIM_TOKEN_COLLISION,
+                f"claim token {token} was issued before; the claim was rolled back",
+            ) from None
+        except BaseException:
+            # Lost or interrupted mid-statement: the transaction rolls back, so the token
+            # was never issued (and the unique index would catch it if it had been).
+            self._spare_token = token
+            raise
+        if found is None:
+            self._spare_token = token
+            return None
+        row = _Row(*found)
+        # The count said ready; the edges must agree (graph_corrupted rolls the claim back).
+        blocked_by, _ = self._dependencies(row)
+        task = self._task(row, TaskStatus.IN_PROGRESS, owner, blocked_by)
+        return TaskClaim(task, token, utc(expires))
+
+    # -- completing --------------------------------------------------------------------------
+
+    def complete_task(self, task_id: str, owner: str, claim_token: str) -> TaskCompletion:
+        """Complete a task held by `owner` with `claim_token`, strictly before the lease ends."""
+        require_task_id(task_id)
+        require_owner(owner)
+        require_task_id(claim_token, "claim token")
+
+        def complete(tx: PgTransaction, now: datetime) -> TaskCompletion:
+            params = {"task_id": task_id, "owner": owner, "token": claim_token, "now": now}
+            found = tx.execute(COMPLETE_SQL, params).fetchone()
+            if found is None:
+                raise self._completion_refusal(tx, now, task_id, owner, claim_token)
+            row = _Row(*found)
+            unblocked = self._release_dependents(tx, row.sequence)
+            blocked_by, _ = self._dependencies(row)
+            return TaskCompletion(
+                self._task(row, TaskStatus.COMPLETED, owner, blocked_by), unblocked
+            )
+
+        return self._transact(complete)
+
+    def verify_claim(self, task_id: str, owner: str, claim_token: str) -> TaskClaim:
+        """The claim if `owner` still holds `task_id` with `claim_token`: the fence of an effect.
+
+        Otherwise `lease_expired` (its lease ran out) or `claim_mismatch` (not its claim).
+        """
+        require_task_id(task_id)
+        require_owner(owner)
+        require_task_id(claim_token, "claim token")
+
+        def verify(tx: PgTransaction, now: datetime) -> TaskClaim:
+            row = self._row(tx, task_id)
+            blocked_by, _ = self._dependencies(row)
+            if (row.status, row.owner, row.claim_token) != (
+                TaskStatus.IN_PROGRESS,
+                owner,
+                claim_token,
+            ) or row.lease_expires_at_utc is None:
+                raise self._completion_refusal(tx, now, task_id, owner, claim_token)
+            task = self._task(row, TaskStatus.IN_PROGRESS, owner, blocked_by)
+            return TaskClaim(task, claim_token, utc(row.lease_expires_at_utc))
+
+        return self._transact(verify)
+
+    def _release_dependents(self, tx: PgTransaction, sequence: int) -> tuple[str, ...]:
+        try:
+            dependents = [_Row(*row) for row in tx.execute(RELEASE_DEPENDENTS_SQL, (sequence,))]
+        except ConstraintViolation:
+            raise corrupted(
+                f"completing task #{sequence} would push a dependent's unmet count below zero"
+            ) from None
+        unblocked = []
+        for dependent in sorted(dependents, key=lambda item: item.sequence):
+            # Each dependent's new count must agree with its edges, or claim_next could
+            # hand it out too early or never.
+            _, unfinished = self._dependencies(dependent)
+            if not unfinished and dependent.status == TaskStatus.PENDING:
+                unblocked.append(dependent.id)
+        return tuple(unblocked)
+
+    def _completion_refusal(
+        self, tx: PgTransaction, now: datetime, task_id: str, owner: str, token: str
+    ) -> TaskError:
+        row = self._row(tx, task_id)
+        issued = tx.execute(
+            "SELECT task_sequence, owner, lease_expires_at_utc FROM task_events"
+            " WHERE kind = 'claimed' AND claim_token = %s",
+            (token,),
+        ).fetchone()
+        claim = None if issued is None else IssuedClaim(int(issued[0]), issued[1], utc(issued[2]))
+        status = require_status(row.status, task_id)
+        return completion_refusal(row.sequence, task_id, status, row.owner, owner, claim, now)
