@@ -20,7 +20,7 @@ from store_backends import StoreSpec, open_spec
 
 from agent17 import TaskError, TaskStatus
 
-BACKENDS = ("sqlite",)
+BACKENDS = ("sqlite", "postgres")
 """Every backend the contract suite runs against."""
 
 BARRIER_TIMEOUT_SECONDS = 30.0
@@ -134,12 +134,18 @@ def claim_through_an_interrupt(
     store.close()
 
 
+# Where a lock wait sleeps in the kernel: SQLite's busy handler in nanosleep, a
+# PostgreSQL client in poll/select on its socket while the server waits for the lock.
+LOCK_WAIT_CHANNELS = ("nanosleep", "poll", "select")
+
+
 def wait_until_sleeping(pid: int, timeout: float) -> None:
     """Poll (with a deadline) until `pid`'s main thread sleeps in the kernel (a lock wait)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with open(f"/proc/{pid}/wchan", encoding="ascii") as handle:
-            if "nanosleep" in handle.read():
-                return
+            channel = handle.read()
+        if any(name in channel for name in LOCK_WAIT_CHANNELS):
+            return
         time.sleep(0.001)
     raise AssertionError(f"process {pid} never went to sleep in its lock wait")
