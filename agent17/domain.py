@@ -233,4 +233,7 @@ def require_utc(moment: datetime) -> datetime:
         raise TypeError(f"clock returned {preview(moment)}, not an aware datetime")
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"clock returned a naive datetime: {moment!r}")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # such as datetime.min at UTC+14: before the first UTC datetime
+        raise ValueError(f"clock returned a time with no UTC datetime: {moment!r}") from None

@@ -21,7 +21,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
@@ -1644,3 +1644,13 @@ def test_a_clock_too_late_for_a_lease_to_end_refuses_the_claim_and_changes_nothi
     later = board.store()
     assert later.get_task(a.id).status == TaskStatus.PENDING
     assert kinds(later) == ["created"] and later.issued_claim_tokens() == []
+
+
+def test_a_clock_reading_with_no_utc_datetime_is_refused_and_changes_nothing(
+    board: Board,
+) -> None:
+    early = datetime.min.replace(tzinfo=timezone(timedelta(hours=14)))
+    store = board.raw_store(clock=lambda: early)
+    with pytest.raises(ValueError, match="no UTC datetime"):
+        store.create_task("A")
+    assert board.store().list_tasks() == []
