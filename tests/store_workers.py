@@ -107,6 +107,59 @@ def work_until_killed(spec: StoreSpec, name: str, lease_seconds: float, seed: in
     store.close()
 
 
+def drain_through_outages(
+    spec: StoreSpec, name: str, lease_seconds: float, barrier: Barrier, results: ResultQueue
+) -> None:
+    """Drain the board like `drain_board`, riding out a server that goes away and comes back.
+
+    `store_unavailable` mid-operation means "rolled back" or, for a lost COMMIT,
+    "unknown": a claim whose answer was lost runs out its short lease and is done
+    again; a completion whose answer was lost is tried again and is either done
+    now or refused as already completed by us. Reports the outages it saw.
+    """
+    try:
+        store = open_spec(spec, lease_seconds=lease_seconds)
+        outages = 0
+        barrier.wait(BARRIER_TIMEOUT_SECONDS)
+        while True:
+            try:
+                claim = store.claim_next(name)
+                if claim is None:
+                    if unfinished_count(store) == 0:
+                        break
+                    time.sleep(IDLE_BACKOFF_SECONDS)
+                    continue
+                _complete_through_outages(store, claim, name)
+            except TaskError as error:
+                if error.code != "store_unavailable":
+                    raise
+                outages += 1
+        store.close()
+        results.put(("done", outages, name, ""))
+    except BaseException:
+        results.put(("error", -1, name, traceback.format_exc()))
+        raise
+
+
+OUTAGE_RETRIES = 20  # each waits up to pg_connection.RECONNECT_SECONDS for the server
+
+
+def _complete_through_outages(store: Any, claim: Any, name: str) -> None:
+    for _ in range(OUTAGE_RETRIES):
+        try:
+            store.complete_task(claim.task.id, name, claim.claim_token)
+            return
+        except TaskError as error:
+            if error.code == "store_unavailable":
+                continue
+            # Lost answer of a completion that did commit, or our lease ran out
+            # while the server was away: either way the task is not ours to finish.
+            if error.code in ("claim_mismatch", "lease_expired"):
+                return
+            raise
+    raise AssertionError(f"the server stayed away through {OUTAGE_RETRIES} completions")
+
+
 def claim_through_an_interrupt(
     spec: StoreSpec, wakeup_fifo: str, ready: Any, go_on: Any, results: ResultQueue
 ) -> None:

@@ -132,7 +132,7 @@ class PgDatabase:
             settings = {
                 "search_path": self.schema.namespace,
                 "TimeZone": "UTC",
-                "lock_timeout": f"{LOCK_TIMEOUT_SECONDS:.0f}s",
+                "lock_timeout": f"{LOCK_TIMEOUT_SECONDS * 1000:.0f}ms",
                 "idle_in_transaction_session_timeout": f"{IDLE_IN_TRANSACTION_SECONDS:.0f}s",
             }
             if connection.info.server_version >= 140000:
