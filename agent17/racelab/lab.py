@@ -226,10 +226,6 @@ class _SqliteWorker:
         self.thread = threading.Thread(target=run, name=f"race-{self.name}", daemon=True)
         self.thread.start()
 
-    def wait_inside(self) -> None:
-        if not self.gate.entered.wait(GATE_TIMEOUT_SECONDS):
-            raise RuntimeError(f"race lab: {self.name} never entered the claim transaction")
-
     def finish(self) -> None:
         self.gate.proceed.set()
         assert self.thread is not None
@@ -372,19 +368,12 @@ def _run_sqlite_schedule(
                 locked = _probe_write_lock(path)
                 worker.start()
                 waiting.append(name)
-                steps.append(
-                    RaceStep(
-                        number,
-                        name,
-                        action,
-                        f"no-wait BEGIN IMMEDIATE -> {locked!r}: {holder}'s transaction holds the"
-                        " write lock, so the scan waits",
-                    )
-                )
+                outcome = f"no-wait BEGIN IMMEDIATE -> {locked!r}: {holder}'s transaction"
+                outcome += " holds the write lock, so the scan waits"
+                steps.append(RaceStep(number, name, action, outcome))
                 continue
             worker.start()
-            worker.wait_inside()
-            holder = name
+            holder = _first_inside([worker])
             steps.append(
                 RaceStep(
                     number, name, action, "BEGIN IMMEDIATE: holds the write lock; scans inside it"
