@@ -59,19 +59,22 @@ process plays the Lead through the public API (`SqliteTaskStore`, `Mailbox`,
    shows the median of each side (the ratio: the median of the rounds' ratios): the
    fsync latency of a shared machine swings by several times within seconds.
 3b) The same without contention: one teammate process, then one bare process, each
-   alone on a board of as many ready tasks, with the rate over the first and over
-   the last tenth of the drain (what a teammate's task costs as it does more of them);
-   three rounds in the full run.
+   alone on a board of 2,000 ready tasks, with the teammate's CPU per task over the
+   first and over the last tenth of the drain (read in /proc as the board passes 10%
+   and 90% done): what a teammate's task costs as it does more of them. Three rounds
+   in the full run.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import json
 import math
 import multiprocessing
 import os
 import random
+import signal
 import sqlite3
 import statistics
 import subprocess
@@ -124,11 +127,21 @@ class Sizes:
     idle_seconds: float  # 2) the measured window
     drain_tasks: int  # 3) tasks on the drained board
     drain_rounds: int  # 3) teammates/bare rounds, alternating which side goes first
+    alone_tasks: int  # 3b) ready tasks on the board (enough for the tenths to show the growth)
     alone_rounds: int  # 3b) the same, one process each
 
 
-FULL: Final = Sizes(wakes=100, idle_seconds=60.0, drain_tasks=2_000, drain_rounds=5, alone_rounds=3)
-QUICK: Final = Sizes(wakes=30, idle_seconds=10.0, drain_tasks=500, drain_rounds=1, alone_rounds=1)
+FULL: Final = Sizes(
+    wakes=100,
+    idle_seconds=60.0,
+    drain_tasks=2_000,
+    drain_rounds=5,
+    alone_tasks=2_000,
+    alone_rounds=3,
+)
+QUICK: Final = Sizes(
+    wakes=30, idle_seconds=10.0, drain_tasks=500, drain_rounds=1, alone_tasks=2_000, alone_rounds=1
+)
 
 
 @dataclass(slots=True)
@@ -555,6 +568,7 @@ class Drain:
     reports: int | None = None  # teammates only: text messages to the Lead
     bad_reports: int | None = None
     cpu_tenths: tuple[float, float] | None = None  # teammates: CPU ms per task, first/last tenth
+    audit: tuple[int, int] | None = None  # teammates: audit.jsonl records, distinct seq values
 
     @property
     def rate(self) -> float:
@@ -658,6 +672,10 @@ def drain_with_teammates(
     first = next(iter([*bad_exits, *stderr, *(repr(m) for m in bad)]), "")
     drain = _tally(workspace, errors, first, cpu)
     drain.reports, drain.bad_reports = len(reports), len(bad)
+    audit = workspace / STATE_DIRNAME / "audit.jsonl"
+    if audit.exists():
+        records = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()]
+        drain.audit = (len(records), len({record.get("seq") for record in records}))
     if len(samples) == 3:
         (tenth, tenth_cpu), (nine, nine_cpu), (end, end_cpu) = samples
         drain.cpu_tenths = (
@@ -814,6 +832,15 @@ def bench_drain(root: Path, sizes: Sizes, group: ProcessGroup) -> Section:
             f"{min(d.claims_per_worker)}..{max(d.claims_per_worker)}" for d in drains
         )
         section.notes.append(f"claims per process, {label}: {spread} (min..max, per round)")
+    audits = [d.audit for d in mates if d.audit is not None]
+    if audits:
+        records = sorted({n for n, _ in audits})
+        distinct = [k for _, k in audits]
+        section.notes.append(
+            f"the teammates' shared audit.jsonl: {'/'.join(f'{n:,}' for n in records)}"
+            f" records per round, but only {min(distinct):,}..{max(distinct):,} distinct seq"
+            " values (each process numbers from the records there when it started)"
+        )
     if len(ratios) > 1:
         section.notes.append("ratio per round: " + ", ".join(f"{r:.2f}" for r in ratios))
         section.notes.append(
@@ -831,15 +858,15 @@ def bench_drain(root: Path, sizes: Sizes, group: ProcessGroup) -> Section:
 
 def bench_alone(root: Path, sizes: Sizes, group: ProcessGroup) -> Section:
     """One teammate process alone against one bare store process, on a board of ready tasks."""
-    ids, drafts = layered_board(sizes.drain_tasks, 1)
+    ids, drafts = layered_board(sizes.alone_tasks, 1)
     mates, bares = run_rounds(
         sizes.alone_rounds,
         lambda n: drain_with_teammates(root / f"alone-mate-{n}", ids, drafts, group, processes=1),
         lambda n: drain_bare(root / f"alone-bare-{n}", ids, drafts, processes=1),
-        f"3b) one teammate and one bare process, each alone on {sizes.drain_tasks:,} tasks",
+        f"3b) one teammate and one bare process, each alone on {sizes.alone_tasks:,} tasks",
     )
     section = Section(
-        f"3b) 1 process alone drains {sizes.drain_tasks:,} ready tasks (no contention),"
+        f"3b) 1 process alone drains {sizes.alone_tasks:,} ready tasks (no contention),"
         f" median of {sizes.alone_rounds} round(s): 1 teammate vs the bare store",
         ["measurement", "teammate", "bare store", "teammate / bare", "unit"],
     )
@@ -922,6 +949,10 @@ def run_all(sizes: Sizes, directory: Path | None) -> list[Section]:
         ]
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line: run the benchmark and print its tables."""
     parser = argparse.ArgumentParser(
@@ -944,8 +975,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(f"agent17 from {Path(agent17.__file__).resolve().parent}", flush=True)
     print(f"workspaces in: {args.dir or tempfile.gettempdir()}", flush=True)
+    # A SIGTERM ends the run like Ctrl-C: through the cleanup (processes, then folders).
+    signal.signal(signal.SIGTERM, _terminate)
     started = time.perf_counter()
-    sections = run_all(sizes, args.dir)
+    try:
+        sections = run_all(sizes, args.dir)
+    except KeyboardInterrupt:
+        print("interrupted: every process it started is stopped, its folders are removed")
+        return 130
     for section in sections:
         print()
         print(format_section(section))
