@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import multiprocessing
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -166,3 +168,43 @@ def test_in_memory_audit_trail_reads_back_copies() -> None:
     trail.records()[0]["tool"] = "tampered"
     assert [record["tool"] for record in trail.records()] == ["shell"]
     assert trail.path is None
+
+
+def _append_from_a_process(path: str, start: Any, count: int) -> None:
+    trail = AuditTrail(path)
+    start.wait(30)
+    for _ in range(count):
+        append_call(trail)
+
+
+def test_teammate_processes_sharing_one_trail_get_one_dense_sequence(tmp_path: Path) -> None:
+    # Every teammate process of a workspace appends to the same audit.jsonl; a
+    # counter per process once gave 2,000 records only ~300 distinct numbers.
+    path = tmp_path / "audit.jsonl"
+    append_call(AuditTrail(path))  # an earlier process's record
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(4)
+    workers = [
+        context.Process(target=_append_from_a_process, args=(str(path), start, 25))
+        for _ in range(4)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    seqs = [json.loads(line)["seq"] for line in path.read_text().splitlines()]
+    assert seqs == list(range(1, 102))
+
+
+def test_a_record_torn_by_a_crash_is_skipped_and_the_next_one_starts_its_own_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    trail = AuditTrail(path, clock=FIXED_CLOCK)
+    append_call(trail)
+    with path.open("a") as file:
+        file.write('{"seq": 2, "tool": "sh')  # the process died mid-write
+    append_call(trail, "write_file")
+    assert [(r["seq"], r["tool"]) for r in trail.records()] == [(1, "shell"), (2, "write_file")]
+    assert len(path.read_text().splitlines()) == 3

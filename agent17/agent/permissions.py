@@ -7,6 +7,7 @@ and every tool call, with its decision and outcome, is written down.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -101,8 +102,9 @@ class AuditTrail:
 
     Fields: seq, at_utc, identity, tool, arguments, decision, outcome
     (`"ok"` or an error code), idempotency_key. Each record is flushed and
-    fsynced before `append` returns. Safe for threads; use one AuditTrail per
-    file per process (seq continues from the records already in the file).
+    fsynced before `append` returns. Safe for threads and for many processes
+    on one file (every teammate process of a workspace shares it): seq is taken
+    from the file's last record under an exclusive flock, so it stays dense.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, *, clock: Clock = utc_now) -> None:
@@ -110,7 +112,6 @@ class AuditTrail:
         self._clock = clock
         self._lock = threading.Lock()
         self._memory: list[dict[str, Any]] = []
-        self._next_seq = len(self.records()) + 1
 
     @classmethod
     def in_memory(cls, *, clock: Clock = utc_now) -> AuditTrail:
@@ -137,8 +138,7 @@ class AuditTrail:
     ) -> dict[str, Any]:
         """Write one record durably and return it."""
         with self._lock:
-            record = {
-                "seq": self._next_seq,
+            record: dict[str, Any] = {
                 "at_utc": utc_wire_time(self._clock()),
                 "identity": identity,
                 "tool": tool,
@@ -147,12 +147,11 @@ class AuditTrail:
                 "outcome": outcome,
                 "idempotency_key": idempotency_key,
             }
-            line = json.dumps(record, sort_keys=True, default=str) + "\n"
             if self.path is None:
-                self._memory.append(json.loads(line))
+                record["seq"] = len(self._memory) + 1
+                self._memory.append(json.loads(_line(record)))
             else:
-                self._append_line(self.path, line)
-            self._next_seq += 1
+                self._append_numbered(self.path, record)
             return record
 
     def records(self) -> list[dict[str, Any]]:
@@ -160,21 +159,65 @@ class AuditTrail:
         if self.path is None:
             return [dict(record) for record in self._memory]
         try:
-            with open(self.path, encoding="utf-8") as file:
-                return [json.loads(line) for line in file if line.strip()]
+            with open(self.path, encoding="utf-8", errors="replace") as file:
+                lines = [line for line in file if line.strip()]
         except FileNotFoundError:
             return []
+        records = []
+        for line in lines:
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue  # a line torn by a crash mid-write is not a record
+        return records
 
     @staticmethod
-    def _append_line(path: Path, line: str) -> None:
+    def _append_numbered(path: Path, record: dict[str, Any]) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         # O_NOFOLLOW: a symlink planted at the trail's path must not redirect our writes.
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
         descriptor = os.open(path, flags, 0o600)
         try:
-            data = line.encode("utf-8")
+            # Closing the descriptor releases the lock, also when this process dies.
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            last, torn = _last_record(descriptor)
+            record["seq"] = int(last.get("seq", 0)) + 1 if last is not None else 1
+            # A record torn by a crash mid-write stays on its own line, never merged.
+            data = (("\n" if torn else "") + _line(record)).encode("utf-8")
             while data:
                 data = data[os.write(descriptor, data) :]
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
+
+
+def _line(record: Mapping[str, Any]) -> str:
+    return json.dumps(record, sort_keys=True, default=str) + "\n"
+
+
+TAIL_CHUNK_BYTES = 65536
+
+
+def _last_record(descriptor: int) -> tuple[dict[str, Any] | None, bool]:
+    """The file's last whole record (None if there is none) and whether a torn line follows it."""
+    end = os.fstat(descriptor).st_size
+    if end == 0:
+        return None, False
+    torn = os.pread(descriptor, 1, end - 1) != b"\n"
+    tail, position = b"", end
+    while position > 0:  # read backwards, a chunk at a time
+        start = max(0, position - TAIL_CHUNK_BYTES)
+        tail = os.pread(descriptor, position - start, start) + tail
+        position = start
+        # The last piece is what follows the final newline (empty, or a torn line);
+        # the first may be cut by the chunk's start unless the file starts there.
+        pieces = tail.split(b"\n")[:-1]
+        whole = pieces if position == 0 else pieces[1:]
+        for raw in reversed(whole):
+            try:
+                value = json.loads(raw)
+            except ValueError:
+                continue  # a torn or foreign line: the one before it counts
+            if isinstance(value, dict) and isinstance(value.get("seq"), int):
+                return value, torn
+    return None, torn
