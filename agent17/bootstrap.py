@@ -92,6 +92,10 @@ class PlanGatedPolicy(PermissionPolicy):
         return super().decide(request, effectful=effectful)
 
 
+TEAMMATE_HISTORY_RUNS = 8
+"""Runs (tasks, messages) a teammate's conversation keeps; see AgentRunner.history_runs."""
+
+
 def teammate_runner(
     name: str,
     model: Model,
@@ -124,6 +128,7 @@ def teammate_runner(
         ledger=ledger,
         max_turns=max_turns,
         fence=fence,
+        history_runs=TEAMMATE_HISTORY_RUNS,
     )
 
 

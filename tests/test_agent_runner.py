@@ -11,8 +11,11 @@ import pytest
 
 from agent17.agent.ledger import IdempotencyLedger
 from agent17.agent.models import (
+    Call,
+    CurrentTurn,
     Message,
     ModelReply,
+    Reply,
     ScriptedModel,
     ScriptedTask,
     ToolCall,
@@ -694,3 +697,24 @@ def test_the_minimal_scenario_runs_end_to_end_with_scripted_models(
     assert all(t.status is TaskStatus.COMPLETED for t in (a, b, c))
     assert a.owner != b.owner
     assert finals == ["alice: Completed A.", "bob: Completed B.", "alice: Completed C."]
+
+
+def test_a_runner_with_history_runs_keeps_the_system_prompt_and_the_last_runs_whole() -> None:
+    # A teammate process lives for hundreds of tasks: its conversation must not grow
+    # with every task (the prompt would reach the context limit), and the ids of new
+    # tool calls must stay unique among the messages it kept.
+    def echo_once_then_answer(turn: CurrentTurn) -> Reply:
+        return Reply(text="done") if turn.outcomes else Reply(calls=(Call("echo", {"text": "x"}),))
+
+    model = ScriptedModel([echo_once_then_answer])
+    tools = ToolRegistry([echo_tool([])])
+    runner = AgentRunner("alice", model, tools, system_prompt="sys", history_runs=2)
+    for n in range(5):
+        runner.run(f"say {n}")
+    users = [m["content"] for m in runner.messages if m["role"] == "user"]
+    assert runner.messages[0] == {"role": "system", "content": "sys"}
+    assert users == ["say 3", "say 4"]
+    ids = [c["id"] for m in runner.messages for c in m.get("tool_calls") or ()]
+    assert len(ids) == len(set(ids)) == 2
+    with pytest.raises(ValueError):
+        AgentRunner("a", model, ToolRegistry([]), system_prompt="s", history_runs=0)

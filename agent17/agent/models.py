@@ -139,8 +139,16 @@ def _json_object(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _count_tool_calls(messages: Sequence[Message]) -> int:
-    return sum(len(message.get("tool_calls") or ()) for message in messages)
+def _last_call_number(messages: Sequence[Message]) -> int:
+    # The highest `call_<n>` so far, not a count: after a runner forgets old runs,
+    # new ids must still differ from the ones it kept.
+    numbers = [0]
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            prefix, _, number = str(call.get("id", "")).partition("_")
+            if prefix == "call" and number.isdigit():
+                numbers.append(int(number))
+    return max(numbers)
 
 
 # ---------------------------------------------------------------------------
@@ -197,7 +205,7 @@ class ScriptedModel:
         self, reply: Reply, messages: Sequence[Message], tools: Sequence[AnyTool]
     ) -> ModelReply:
         offered = {tool.name for tool in tools}
-        first_id = _count_tool_calls(messages) + 1
+        first_id = _last_call_number(messages) + 1
         tool_calls = []
         for offset, call in enumerate(reply.calls):
             # A script calling a tool the agent was not given means the wiring is wrong.

@@ -84,7 +84,8 @@ class AgentRunner:
     """Runs one agent's conversation with its model and tools; `.messages` carries over.
 
     Without a policy, effectful tools are denied (the teammate policy with no approver).
-    One runner serves one agent and one run at a time.
+    One runner serves one agent and one run at a time. `history_runs`: keep only
+    the system prompt and the last that many runs (None: keep everything).
     """
 
     def __init__(
@@ -99,9 +100,12 @@ class AgentRunner:
         max_turns: int = DEFAULT_MAX_TURNS,
         ledger: IdempotencyLedger | None = None,
         fence: Fence | None = None,
+        history_runs: int | None = None,
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
+        if history_runs is not None and history_runs < 1:
+            raise ValueError("history_runs must be at least 1")
         self.identity = identity
         self.model = model
         self.tools = tools
@@ -111,6 +115,7 @@ class AgentRunner:
         self.ledger = ledger
         self.fence = fence
         self.messages: list[Message] = [{"role": "system", "content": system_prompt}]
+        self.history_runs = history_runs
         self._claim: TaskClaim | None = None
 
     def run(
@@ -127,6 +132,7 @@ class AgentRunner:
         If the model or a tool raises, the conversation is put back as it was
         before this run (no dangling tool calls) and the exception propagates.
         """
+        self._forget_old_runs()
         before = len(self.messages)
         self._claim = claim
         try:
@@ -136,6 +142,20 @@ class AgentRunner:
             raise
         finally:
             self._claim = None
+
+    def _forget_old_runs(self) -> None:
+        # A teammate process lives for hundreds of tasks, and each task is whole on
+        # the board: the board and the mailbox are the team's memory, not the
+        # conversation. Unbounded, every task would resend all earlier ones (the
+        # prompt grows to the context limit and each call gets slower), so keep the
+        # system prompt and the last `history_runs` runs, each one whole.
+        if self.history_runs is None:
+            return
+        starts = [i for i, message in enumerate(self.messages) if message["role"] == "user"]
+        keep = self.history_runs - 1  # the run about to start is the last one kept
+        if len(starts) > keep:
+            cut = starts[len(starts) - keep] if keep else len(self.messages)
+            del self.messages[1:cut]
 
     def _run(self, user_text: str, idempotency_key: str | None) -> RunResult:
         self.messages.append({"role": "user", "content": user_text})
