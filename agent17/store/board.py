@@ -131,7 +131,9 @@ def dependencies_not_found(missing: Sequence[str]) -> TaskError:
     shown = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
     return TaskError(
         ErrorCode.DEPENDENCY_NOT_FOUND,
-        f"blocked_by names {len(missing)} tasks that do not exist: {shown}",
+        f"blocked_by names {len(missing)} tasks that do not exist: {shown}"
+        if len(missing) > 1
+        else f"blocked_by names a task that does not exist: {shown}",
     )
 
 
