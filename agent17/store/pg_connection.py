@@ -152,11 +152,19 @@ class PgDatabase:
 
     # -- the one transaction helper -----------------------------------------------------
 
-    def transaction(self, operation: Callable[[PgTransaction], T]) -> T:
-        """Run `operation` in one transaction: commit, or roll back on anything."""
-        return self._run(operation, retry=True)
+    def transaction(
+        self, operation: Callable[[PgTransaction], T], *, opening: str | None = None
+    ) -> T:
+        """Run `operation` in one transaction: commit, or roll back on anything.
 
-    def _run(self, operation: Callable[[PgTransaction], T], *, retry: bool) -> T:
+        `opening`, a statement without parameters, goes with the BEGIN in one message
+        (one round trip less); its first row is `tx.opened`.
+        """
+        return self._run(operation, retry=True, opening=opening)
+
+    def _run(
+        self, operation: Callable[[PgTransaction], T], *, retry: bool, opening: str | None = None
+    ) -> T:
         with self._lock:
             for attempt in (1, 2):
                 # Backstop: an interrupt that escaped the clean-up below (a third signal
@@ -168,7 +176,7 @@ class PgDatabase:
                 try:
                     # BEGIN is inside the try: an interrupt while it waits, or right after,
                     # still reaches the clean-up below.
-                    tx.begin()
+                    tx.begin(opening)
                     result = operation(tx)
                     tx.commit()
                     return result

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Final
 
-# The board lock, then the clock: clock_timestamp() is evaluated for the row the
-# lock function returns, so it is read after the lock is granted.
-LOCK_SQL: Final = "SELECT clock_timestamp() FROM pg_advisory_xact_lock(board_lock_key())"
+# How every operation opens, sent with its BEGIN as one message: the board lock, the
+# server's clock read after it, the release of run-out leases (postgres_schema.sql).
+OPEN_ON_SERVER_CLOCK: Final = "SELECT release_expired(lock_board())"
+# With an injected clock, read in Python once the lock is held, then the release.
+OPEN_ON_OWN_CLOCK: Final = "SELECT lock_board()"
+RELEASE_EXPIRED_SQL: Final = "SELECT release_expired(%(now)s)"
 
 # A task row with its dependency edges in position order: [sequence, [id, status]] of
 # each target, [sequence, null] when the target row is missing. The target is a
@@ -61,14 +64,6 @@ UPDATE tasks AS t SET unmet_dependencies = t.unmet_dependencies - 1
  WHERE t.sequence IN (SELECT task_sequence FROM task_dependencies
                        WHERE dependency_sequence = %s)
 RETURNING {COLUMNS}"""
-
-# Half-open lease [claimed_at, expires_at): at the expiry instant it is over. A seek
-# on tasks_leased; the trigger logs one lease_expired event per task.
-RELEASE_EXPIRED_SQL: Final = """
-UPDATE tasks SET status = 'pending', owner = NULL, claim_token = NULL,
-       changed_at_utc = %(now)s, lease_expires_at_utc = NULL
- WHERE status = 'in_progress' AND lease_expires_at_utc <= %(now)s
-"""
 
 # A batch of new tasks in one statement, inserted in draft order (so their
 # sequences, and their `created` events, follow it).

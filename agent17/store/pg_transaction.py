@@ -49,13 +49,19 @@ class PgTransaction:
         self.driver_error: type[Exception] = driver.Error
         self.server_version: int = connection.info.server_version
         self.began = False
+        self.opened: Row | None = None
+        """The first row of the statement sent with BEGIN, if there was one."""
         self.commit_sent = False
         self.changes = 0
         """Rows written by this transaction's INSERT, UPDATE and DELETE statements."""
 
-    def begin(self) -> None:
-        self._send("BEGIN")
+    def begin(self, opening: str | None = None) -> None:
+        """BEGIN, and `opening` with it in one message (simple query: no parameters)."""
+        cursor = self._send("BEGIN" if opening is None else f"BEGIN; {opening}")
         self.began = True
+        if opening is not None:
+            cursor.nextset()  # past BEGIN's empty result
+            self.opened = cursor.fetchone()
 
     def commit(self) -> None:
         self.commit_sent = True

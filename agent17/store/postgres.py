@@ -7,8 +7,8 @@ The contract is SqliteTaskStore's (API.md); what the engine changes, and why:
   name says what is ours (the version check looks there and nowhere else), and
   the team's mailbox can join it later under its own version row.
 - Why alice and bob can never both own C: every operation's first statement
-  takes one transaction-level advisory lock for the board
-  (`pg_advisory_xact_lock(board_lock_key())`); the server holds it to COMMIT or
+  takes one transaction-level advisory lock for the board (`lock_board()`,
+  sent with the BEGIN in one message); the server holds it to COMMIT or
   ROLLBACK, and drops it when the session dies (kill -9 of the client
   included). So the claims of all hosts are one queue and the claim statement
   reads a board that already shows the previous claim. Not FOR UPDATE SKIP
@@ -83,7 +83,8 @@ from agent17.store.pg_statements import (
     COMPLETE_SQL,
     INSERT_EDGES_SQL,
     INSERT_SQL,
-    LOCK_SQL,
+    OPEN_ON_OWN_CLOCK,
+    OPEN_ON_SERVER_CLOCK,
     RELEASE_DEPENDENTS_SQL,
     RELEASE_EXPIRED_SQL,
 )
@@ -156,9 +157,12 @@ class PostgresTaskStore(PostgresBoardLog):
 
     def _transact(self, operation: Callable[[PgTransaction, datetime], T]) -> T:
         def run(tx: PgTransaction) -> tuple[T | None, TaskError | None]:
-            (server_now,) = tx.execute(LOCK_SQL).fetchone()
-            now = utc(server_now) if self._clock is None else require_utc(self._clock())
-            tx.execute(RELEASE_EXPIRED_SQL, {"now": now})
+            assert tx.opened is not None
+            if self._clock is None:
+                now = utc(tx.opened[0])  # locked, read and released on the server already
+            else:
+                now = require_utc(self._clock())
+                tx.execute(RELEASE_EXPIRED_SQL, {"now": now})
             before = tx.changes
             try:
                 return operation(tx, now), None
@@ -167,7 +171,8 @@ class PostgresTaskStore(PostgresBoardLog):
                     raise  # the work had started writing (or failed): roll it all back
                 return None, refusal  # nothing but the releases was written: keep them
 
-        result, refusal = self._db.transaction(run)
+        opening = OPEN_ON_SERVER_CLOCK if self._clock is None else OPEN_ON_OWN_CLOCK
+        result, refusal = self._db.transaction(run, opening=opening)
         if refusal is not None:
             raise refusal
         return result  # type: ignore[return-value]

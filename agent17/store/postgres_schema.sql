@@ -20,6 +20,18 @@ CREATE FUNCTION board_lock_key() RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$ SELECT 7018690069350397794::bigint $$;
 
+-- The first thing every operation does, in the statement that takes the lock: the
+-- clock is read after the lock is granted (clock_timestamp(), not now(), which is the
+-- transaction's start, before the wait), so time moves in commit order for every host.
+CREATE FUNCTION lock_board() RETURNS timestamptz
+    LANGUAGE plpgsql SET search_path FROM CURRENT
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(board_lock_key());
+    RETURN clock_timestamp();
+END
+$$;
+
 CREATE TABLE tasks (
     -- Creation order: assigned under the board lock, so it only grows (gaps are harmless).
     sequence             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -53,6 +65,23 @@ CREATE INDEX tasks_ready ON tasks (sequence)
     WHERE status = 'pending' AND unmet_dependencies = 0;
 -- The release of run-out leases at the start of every operation seeks this one.
 CREATE INDEX tasks_leased ON tasks (lease_expires_at_utc) WHERE status = 'in_progress';
+
+-- The second thing every operation does: leases that have run out at `at` go back to
+-- pending (half-open [claimed_at, expires_at): at the expiry instant it is over); the
+-- trigger logs one lease_expired event each. A function, so that the default path
+-- sends lock, clock and release as one statement (`SELECT release_expired(lock_board())`):
+-- its UPDATE is a statement of its own, with a snapshot taken after the lock.
+CREATE FUNCTION release_expired(at timestamptz) RETURNS timestamptz
+    LANGUAGE plpgsql SET search_path FROM CURRENT
+    AS $$
+BEGIN
+    UPDATE tasks
+       SET status = 'pending', owner = NULL, claim_token = NULL,
+           changed_at_utc = at, lease_expires_at_utc = NULL
+     WHERE status = 'in_progress' AND lease_expires_at_utc <= at;
+    RETURN at;
+END
+$$;
 
 -- Edges point from a task to a strictly older task: a cycle cannot be stored.
 CREATE TABLE task_dependencies (
