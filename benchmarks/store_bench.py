@@ -89,6 +89,33 @@ CLAIM_COST_RATIO_GOAL: Final = 1.1
 T = TypeVar("T")
 
 FLOOR_TRANSACTION: Final = ("BEGIN IMMEDIATE", "UPDATE t SET v = v + 1 WHERE id = 1", "COMMIT")
+# PostgreSQL's floor: the same three statements, on the server the board is on (the
+# store sends its own BEGIN too, and waits for each statement's answer, as this does).
+PG_FLOOR_TRANSACTION: Final = ("BEGIN", "UPDATE t SET v = v + 1 WHERE id = 1", "COMMIT")
+
+Spec = tuple[str, str]
+"""(engine, where): a board or a floor named so that a spawned worker can open it."""
+
+
+class SqlitePlace:
+    """Where one run's SQLite boards go: a folder each, the floor file beside the board's."""
+
+    engine = "SQLite"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def board(self, name: str) -> Spec:
+        return ("sqlite", str(self.root / name))
+
+    def floor_for(self, board: Spec) -> Spec:
+        # Same directory, same file system as the board's file.
+        return ("sqlite", str(Path(board[1]) / ".agent_tutorial" / "floor.sqlite3"))
+
+    settle_note = ""
+
+    def settle(self, board: Spec) -> None:
+        """Nothing to do: SQLite has no background maintenance to wait for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,8 +180,14 @@ def _progress(message: str) -> None:
 # -- stores and the floor ----------------------------------------------------------------
 
 
-def open_store(workspace: Path) -> SqliteTaskStore:
-    """A store on `<workspace>/.agent_tutorial/tasks.sqlite3`, with a lease no run outlasts."""
+def open_store(spec: Spec) -> Any:
+    """The board `spec` names, with a lease no run outlasts (and the engine's default clock)."""
+    engine, where = spec
+    if engine == "postgres":
+        from agent17 import PostgresTaskStore
+
+        return PostgresTaskStore(where, lease_seconds=LEASE_SECONDS)
+    workspace = Path(where)
     workspace.mkdir(parents=True, exist_ok=True)
     return SqliteTaskStore(workspace, lease_seconds=LEASE_SECONDS)
 
@@ -214,8 +247,19 @@ def build_blocked_board(store: SqliteTaskStore, size: int) -> None:
     create_many(store, [(f"blocked {n}", "", (root.id,)) for n in range(size - 1)])
 
 
-def open_floor(path: Path) -> sqlite3.Connection:
-    """A plain SQLite file with the store's pragmas and one counter row."""
+def open_floor(spec: Spec) -> Any:
+    """One counter row: in a plain SQLite file with the store's pragmas, or in the board's
+    PostgreSQL database over a connection made as the store makes its own."""
+    engine, where = spec
+    if engine == "postgres":
+        import psycopg
+
+        session = psycopg.connect(where, autocommit=True)
+        session.execute("CREATE TABLE IF NOT EXISTS t (id integer PRIMARY KEY, v bigint NOT NULL)")
+        session.execute("INSERT INTO t (id, v) VALUES (1, 0) ON CONFLICT DO NOTHING")
+        return session
+    path = Path(where)
+    path.parent.mkdir(parents=True, exist_ok=True)
     connection = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS)
     connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
     connection.execute("PRAGMA foreign_keys = ON")
@@ -226,9 +270,10 @@ def open_floor(path: Path) -> sqlite3.Connection:
     return connection
 
 
-def floor_transaction(connection: sqlite3.Connection) -> None:
+def floor_transaction(connection: Any) -> None:
     """One minimal durable write transaction."""
-    for statement in FLOOR_TRANSACTION:
+    sqlite = isinstance(connection, sqlite3.Connection)
+    for statement in FLOOR_TRANSACTION if sqlite else PG_FLOOR_TRANSACTION:
         connection.execute(statement)
 
 
@@ -295,7 +340,7 @@ def _floor_cycles(connection: sqlite3.Connection, cycles: int, into: _BatchTimes
     into.cpu += time.process_time() - cpu_start
 
 
-def bench_cycles(root: Path, sizes: Sizes) -> list[Measurement]:
+def bench_cycles(place: Any, sizes: Sizes) -> list[Measurement]:
     """claim_next + complete_task per second against floor cycles, in pairs of batches.
 
     The two batches of a pair run interleaved, in slices of SLICE_CYCLES cycles that
@@ -304,9 +349,9 @@ def bench_cycles(root: Path, sizes: Sizes) -> list[Measurement]:
     writes, the host), and two batches run back to back do not see the same swings.
     """
     warmup = 10  # cycles that run the code paths once before anything is timed
-    store = open_store(root / "board")
-    # The floor file sits right beside the board's file: same directory, same file system.
-    floor = open_floor(store.path.parent / "floor.sqlite3")
+    board = place.board("a-board")
+    store = open_store(board)
+    floor = open_floor(place.floor_for(board))
     try:
         _progress(f"a) building a board of {sizes.pairs * sizes.batch + warmup:,} ready tasks")
         build_ready_board(store, sizes.pairs * sizes.batch + warmup)
@@ -376,7 +421,7 @@ WorkerReport = tuple[int, int, int, str]  # (claims or cycles, empty polls, erro
 
 
 def drain_worker(
-    workspace: str,
+    board: Spec,
     owner: str,
     total: int,
     completed: Synchronized[int],
@@ -388,7 +433,7 @@ def drain_worker(
     claim_next finds nothing while the next layer waits for tasks others still hold,
     so an empty claim only ends the loop once the shared count says the board is done.
     """
-    store = open_store(Path(workspace))
+    store = open_store(board)
     claims = idle = errors = 0
     first_error = ""
     barrier.wait(WAIT_SECONDS)
@@ -414,9 +459,9 @@ def drain_worker(
     store.close()
 
 
-def floor_worker(path: str, cycles: int, barrier: Barrier, results: Any) -> None:
-    """The floor's two transactions, `cycles` times, on the shared floor file."""
-    connection = open_floor(Path(path))
+def floor_worker(floor: Spec, cycles: int, barrier: Barrier, results: Any) -> None:
+    """The floor's two transactions, `cycles` times, on the shared floor."""
+    connection = open_floor(floor)
     errors = 0
     first_error = ""
     barrier.wait(WAIT_SECONDS)
@@ -424,7 +469,7 @@ def floor_worker(path: str, cycles: int, barrier: Barrier, results: Any) -> None
         try:
             floor_transaction(connection)
             floor_transaction(connection)
-        except sqlite3.Error as error:
+        except Exception as error:  # counted, as in drain_worker
             errors += 1
             first_error = first_error or f"{type(error).__name__}: {error}"
     report: WorkerReport = (cycles, 0, errors, first_error)
@@ -479,8 +524,8 @@ class _DrainTally:
         self.first_error = self.first_error or next((r[3] for r in reports if r[3]), "")
 
 
-def _drain_store_round(context: Any, workspace: Path, sizes: Sizes, tally: _DrainTally) -> None:
-    store = open_store(workspace)
+def _drain_store_round(context: Any, board: Spec, sizes: Sizes, tally: _DrainTally) -> None:
+    store = open_store(board)
     build_layered_board(store, sizes.drain_tasks, sizes.drain_width)
     warm_up_store_wal(store)
     store.close()
@@ -488,16 +533,13 @@ def _drain_store_round(context: Any, workspace: Path, sizes: Sizes, tally: _Drai
     elapsed, reports = _run_processes(
         context,
         drain_worker,
-        [
-            (str(workspace), f"worker-{n}", sizes.drain_tasks, completed)
-            for n in range(sizes.processes)
-        ],
+        [(board, f"worker-{n}", sizes.drain_tasks, completed) for n in range(sizes.processes)],
     )
     claims = sum(report[0] for report in reports)
     tally.store_rates.append(claims / elapsed)
     tally.idle += sum(report[1] for report in reports)
     tally.add_errors(reports)
-    store = open_store(workspace)
+    store = open_store(board)
     try:
         claimed = Counter(e.task_id for e in store.events() if e.kind.value == "claimed")
         tally.doubles += sum(1 for count in claimed.values() if count > 1)
@@ -510,37 +552,35 @@ def _drain_store_round(context: Any, workspace: Path, sizes: Sizes, tally: _Drai
     tally.mismatches += len(tokens) - len(set(tokens))
 
 
-def _drain_floor_round(context: Any, path: Path, sizes: Sizes, tally: _DrainTally) -> None:
-    connection = open_floor(path)  # create the file and its row before anyone races for it
+def _drain_floor_round(context: Any, floor: Spec, sizes: Sizes, tally: _DrainTally) -> None:
+    connection = open_floor(floor)  # create the floor and its row before anyone races for it
     warm_up_floor_wal(connection)
     connection.close()
     cycles = math.ceil(sizes.drain_tasks / sizes.processes)
     elapsed, reports = _run_processes(
-        context, floor_worker, [(str(path), cycles) for _ in range(sizes.processes)]
+        context, floor_worker, [(floor, cycles) for _ in range(sizes.processes)]
     )
     tally.floor_rates.append(sum(report[0] for report in reports) / elapsed)
     tally.add_errors(reports)
 
 
-def bench_drain(root: Path, sizes: Sizes) -> list[Measurement]:
+def bench_drain(place: Any, sizes: Sizes) -> list[Measurement]:
     """`processes` spawned workers drain a layered board, against as many on one floor file."""
     context = multiprocessing.get_context("spawn")
     tally = _DrainTally()
     for number in range(sizes.drain_rounds):
-        workspace = root / f"round-{number}"
-        # The floor file goes beside the board's file: same directory, same file system.
-        floor_path = workspace / ".agent_tutorial" / "floor.sqlite3"
+        board = place.board(f"b-round-{number}")
+        floor = place.floor_for(board)
         _progress(
             f"b) round {number + 1}/{sizes.drain_rounds}: {sizes.processes} processes,"
             f" {sizes.drain_tasks:,} tasks, store and floor"
         )
         if number % 2 == 0:
-            _drain_store_round(context, workspace, sizes, tally)
-            _drain_floor_round(context, floor_path, sizes, tally)
+            _drain_store_round(context, board, sizes, tally)
+            _drain_floor_round(context, floor, sizes, tally)
         else:
-            floor_path.parent.mkdir(parents=True, exist_ok=True)
-            _drain_floor_round(context, floor_path, sizes, tally)
-            _drain_store_round(context, workspace, sizes, tally)
+            _drain_floor_round(context, floor, sizes, tally)
+            _drain_store_round(context, board, sizes, tally)
     ratios = [s / f for s, f in zip(tally.store_rates, tally.floor_rates, strict=True)]
     ratio = statistics.median(ratios)
     layers = math.ceil(sizes.drain_tasks / sizes.drain_width)
@@ -604,11 +644,12 @@ def _timed_empty_claim(store: SqliteTaskStore) -> float:
     return elapsed
 
 
-def bench_claim_cost(root: Path, sizes: Sizes) -> list[Measurement]:
+def bench_claim_cost(place: Any, sizes: Sizes) -> list[Measurement]:
     """Median claim_next per call on a small and a large blocked board, and their ratio."""
     small, large = sizes.small_board, sizes.large_board
     section = f"c) claim_next finding nothing, blocked board of {small:,} vs {large:,} tasks"
-    boards = [open_store(root / "small"), open_store(root / "large")]
+    specs = [place.board("c-small"), place.board("c-large")]
+    boards = [open_store(spec) for spec in specs]
     try:
         if not has_create_tasks(boards[0]):
             return [
@@ -619,9 +660,10 @@ def bench_claim_cost(root: Path, sizes: Sizes) -> list[Measurement]:
                     note="skipped: this store has no create_tasks to build the boards with",
                 )
             ]
-        for store, size in zip(boards, (small, large), strict=True):
+        for store, spec, size in zip(boards, specs, (small, large), strict=True):
             _progress(f"c) building a blocked board of {size:,} tasks")
             build_blocked_board(store, size)
+            place.settle(spec)
         _progress(f"c) {sizes.claim_calls:,} empty claims on each board, call by call")
         for _ in range(50):  # warm both page caches first
             for store in boards:
@@ -646,6 +688,7 @@ def bench_claim_cost(root: Path, sizes: Sizes) -> list[Measurement]:
             "x",
             f"<= {CLAIM_COST_RATIO_GOAL}",
             ratio <= CLAIM_COST_RATIO_GOAL,
+            place.settle_note,
         ),
     ]
 
@@ -711,10 +754,10 @@ def _sample(
 
 def bench_writes(root: Path, sizes: Sizes) -> tuple[list[Measurement], dict[str, list[str]]]:
     """Statements and WAL pages of one claim_next, one complete_task, one floor transaction."""
-    store = open_store(root / "board")
+    store = open_store(("sqlite", str(root / "board")))
     build_ready_board(store, 1_000)
     floor_path = store.path.parent / "floor.sqlite3"
-    floor = open_floor(floor_path)
+    floor = open_floor(("sqlite", str(floor_path)))
     store_checkpointer = sqlite3.connect(store.path, isolation_level=None, timeout=30.0)
     floor_checkpointer = sqlite3.connect(floor_path, isolation_level=None, timeout=30.0)
     (page_size,) = store_checkpointer.execute("PRAGMA page_size").fetchone()
@@ -824,14 +867,37 @@ def run_all(sizes: Sizes, directory: Path | None) -> Report:
     report = Report(store_module=str(Path(agent17.__file__).resolve().parent))
     with tempfile.TemporaryDirectory(prefix="agent17-bench-", dir=directory) as folder:
         base = Path(folder)
-        report.rows.extend(bench_cycles(base / "a", sizes))
-        report.rows.extend(bench_drain(base / "b", sizes))
-        report.rows.extend(bench_claim_cost(base / "c", sizes))
+        run_parts(report, SqlitePlace(base), sizes)
         rows, report.sql = bench_writes(base / "d", sizes)
         report.rows.extend(rows)
+    check_keys(report)
+    return report
+
+
+def run_parts(report: Report, place: Any, sizes: Sizes) -> None:
+    """Parts a), b) and c), the ones every engine runs, on boards made by `place`."""
+    report.rows.extend(bench_cycles(place, sizes))
+    report.rows.extend(bench_drain(place, sizes))
+    report.rows.extend(bench_claim_cost(place, sizes))
+
+
+def check_keys(report: Report) -> None:
     names = [(row.section, row.name) for row in report.rows]
     if len(set(names)) != len(names):  # the table is keyed by them
         raise RuntimeError("two rows of the report share a section and a name")
+
+
+def run_postgres(sizes: Sizes, dsn: str) -> Report:
+    """Parts a), b) and c) on PostgresTaskStore, on `dsn`'s server or a throwaway cluster."""
+    import store_bench_postgres
+
+    report = Report(store_module="agent17.store.postgres")
+    with store_bench_postgres.place(dsn or None) as place:
+        version = store_bench_postgres.server_version(place)
+        _progress(f"PostgreSQL {version}: the same parts a), b), c) on PostgresTaskStore")
+        run_parts(report, place, sizes)
+    report.store_module += f" (PostgreSQL {version})"
+    check_keys(report)
     return report
 
 
@@ -984,6 +1050,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also measure the store importable from PATH (a checkout holding agent17/)",
     )
     parser.add_argument(
+        "--postgres",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DSN",
+        help="also run a), b) and c) on PostgresTaskStore, side by side: on the server DSN"
+        " names, or on a throwaway cluster started for the run (store_bench_postgres.py)",
+    )
+    parser.add_argument(
         "--show-sql", action="store_true", help="print the statements of one sampled operation"
     )
     parser.add_argument("--emit-json", type=Path, default=None, help=argparse.SUPPRESS)
@@ -1008,6 +1083,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     reports = [run_all(sizes, args.dir)]
     labels = ["this tree"]
+    if args.postgres is not None:
+        reports.append(run_postgres(sizes, args.postgres))
+        labels = ["SQLite", "PostgreSQL"]
     if args.compare_with is not None:
         _progress(f"the same run for the store in {args.compare_with}, in a subprocess")
         reports.append(run_compared(args.compare_with, quick=args.quick, directory=args.dir))
@@ -1017,8 +1095,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(reports, labels))
     if args.show_sql:
         print(_format_sql(reports, labels))
-    if len(reports) > 1:
-        missed = sum(1 for row in reports[1].rows if row.passed is False)
+    if args.compare_with is not None:
+        missed = sum(1 for row in reports[-1].rows if row.passed is False)
         print(f"(the compared store missed {missed} goal(s); the verdict below is this tree's)")
     print(f"ran for {time.perf_counter() - started:.0f} s")
     print("all goals met" if reports[0].all_passed else "some goals missed")

@@ -87,11 +87,13 @@ class Server:
         finally:
             connection.close()
 
-    def prepare(self) -> None:
+    def prepare(self, *, checks: bool = True) -> None:
         """The empty template every test database is copied from (amcheck for the checks)."""
         with self.admin() as connection:
             connection.execute(f"DROP DATABASE IF EXISTS {TEMPLATE} WITH (FORCE)")
             connection.execute(f"CREATE DATABASE {TEMPLATE} TEMPLATE template0")
+        if not checks:
+            return
         with self.admin(TEMPLATE) as connection:
             # In a schema of its own, so emptying a database for reuse keeps it.
             connection.execute("CREATE SCHEMA amcheck")
@@ -109,6 +111,11 @@ class Server:
         with self.admin() as connection:
             connection.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE} STRATEGY FILE_COPY")
         return name
+
+    def drop_database(self, name: str) -> None:
+        """Drop `name` for good, ending any session still on it."""
+        with self.admin() as connection:
+            connection.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
     def release_database(self, name: str) -> None:
         """Empty `name` (every session on it ended, every schema of a test dropped) for reuse."""
@@ -163,7 +170,7 @@ class Cluster(Server):
             log = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
             raise RuntimeError(f"{' '.join(command)} failed:\n{done.stdout}{done.stderr}\n{log}")
 
-    def start(self) -> None:
+    def start(self, *, durable: bool = False) -> None:
         self._run(
             "initdb",
             "-D",
@@ -181,9 +188,10 @@ class Cluster(Server):
             "listen_addresses": "''",
             "unix_socket_directories": f"'{self.root}'",
             "port": str(PORT),
-            "fsync": "off",  # a test cluster: speed over durability
-            "synchronous_commit": "off",
-            "full_page_writes": "off",
+            # A test cluster: speed over durability (a benchmark asks for durability).
+            "fsync": "on" if durable else "off",
+            "synchronous_commit": "on" if durable else "off",
+            "full_page_writes": "on" if durable else "off",
             "max_connections": "200",
             "shared_buffers": "64MB",
             "log_min_messages": "warning",
@@ -256,7 +264,8 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)  # so that atexit stops the cluster
 
 
-def _start_cluster() -> Cluster:
+def start_cluster(*, durable: bool = False) -> Cluster:
+    """A cluster of our own, started now, stopped and removed at exit (or by `stop()`)."""
     bindir = find_bindir()
     if bindir is None:
         raise LookupError(
@@ -273,7 +282,7 @@ def _start_cluster() -> Cluster:
     atexit.register(cluster.stop)
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    cluster.start()
+    cluster.start(durable=durable)
     return cluster
 
 
@@ -292,7 +301,7 @@ def server() -> Server:
                     _server = Server(dsn)
                     _server.prepare()
                 else:
-                    _server = _start_cluster()
+                    _server = start_cluster()
             except (LookupError, RuntimeError, OSError) as error:
                 _unavailable = str(error)
     if _server is None:
