@@ -1,4 +1,4 @@
-"""Benchmark of the SQLite task store, against what SQLite itself costs on the same disk.
+"""Benchmark of the task store, against what its engine itself costs on the same disk.
 
 Run it from the repository root:
 
@@ -38,6 +38,11 @@ d) What one operation writes: SQL statements (counted with a trace callback) and
 (PATH holds its `agent17` package, e.g. a `git worktree` of an older commit), in a
 subprocess with PATH first on sys.path, and prints the two side by side. Part (c)
 needs `create_tasks` to build its boards and is skipped for a store without it.
+
+`--postgres [DSN]` runs parts (a), (b) and (c) on PostgresTaskStore as well, in the same
+run, against PostgreSQL's own floor (the same two transactions on the same server), on
+the server DSN names or on a durable throwaway cluster (store_bench_postgres.py); the
+two engines are printed side by side.
 
 Every file is measured in the same state: the floor file beside the board's file,
 and each WAL already wrapped once (see WAL_WARMUP_TRANSACTIONS). No number here is
