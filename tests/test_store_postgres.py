@@ -389,6 +389,22 @@ def test_a_board_missing_a_piece_is_store_unreadable_and_left_as_it_is(
     assert catalog(board) == before
 
 
+def test_a_constraint_the_store_does_not_know_refusing_its_write_is_store_unreadable(
+    board: PostgresBoard,
+) -> None:
+    store = board.store()
+    a = store.create_task("A")
+    before = board_state(store)
+    with board.connection() as connection:  # planted under an open store
+        connection.execute(
+            "ALTER TABLE tasks ADD CONSTRAINT planted CHECK (owner IS DISTINCT FROM 'mallory')"
+        )
+    error = raises_code("store_unreadable", lambda: store.claim_next("mallory"))
+    assert "planted" in str(error)
+    assert board_state(store) == before
+    assert store.claim_next("alice") is not None and store.get_task(a.id).owner == "alice"
+
+
 def test_the_event_log_refuses_update_delete_and_truncate_even_in_replica_mode(
     board: PostgresBoard,
 ) -> None:

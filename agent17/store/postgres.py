@@ -72,6 +72,7 @@ from agent17.store.board import (
     require_status,
     require_task_id,
     stored_task,
+    unreadable,
 )
 from agent17.store.pg_connection import PgDatabase
 from agent17.store.pg_log import PostgresBoardLog, utc
@@ -172,7 +173,15 @@ class PostgresTaskStore(PostgresBoardLog):
                 return None, refusal  # nothing but the releases was written: keep them
 
         opening = OPEN_ON_SERVER_CLOCK if self._clock is None else OPEN_ON_OWN_CLOCK
-        result, refusal = self._db.transaction(run, opening=opening)
+        try:
+            result, refusal = self._db.transaction(run, opening=opening)
+        except ConstraintViolation as violation:
+            # Every constraint the store can meet is mapped where it can arise; any other
+            # refusing one of its own writes means rows no store wrote (now rolled back).
+            raise unreadable(
+                f"the board refused a write ({violation.constraint}): {violation}; nothing"
+                " was changed"
+            ) from None
         if refusal is not None:
             raise refusal
         return result  # type: ignore[return-value]
