@@ -34,6 +34,7 @@ from store_backends import ManualClock, PostgresBoard, task_id, token
 from agent17 import EventKind, PostgresTaskStore, TaskError, TaskStatus
 from agent17.deterministic import uuid_sequence
 from agent17.store import pg_connection
+from agent17.store.pg_transaction import ConnectionLost, PgTransaction
 
 WAIT_SECONDS = 60.0
 TESTS_FOLDER = str(Path(__file__).parent)
@@ -130,6 +131,69 @@ def test_a_connection_terminated_mid_operation_is_store_unavailable_and_nothing_
     claim = store.claim_next("alice")
     assert claim is not None and claim.task.id == a.id
     assert seed.issued_claim_tokens() == [claim.claim_token] == [token(1)]
+
+
+def lose_the_commit(monkeypatch: pytest.MonkeyPatch, *, committed: bool) -> None:
+    """The next COMMIT's answer never arrives: after the server committed it, or before."""
+    original = PgTransaction.commit
+
+    def commit(tx: PgTransaction) -> None:
+        monkeypatch.setattr(PgTransaction, "commit", original)  # this one COMMIT only
+        if committed:
+            original(tx)
+        else:
+            tx.commit_sent = True
+            tx._connection.close()  # never sent: the server rolls the transaction back
+        raise ConnectionLost("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(PgTransaction, "commit", commit)
+
+
+@pytest.mark.parametrize("operation", ["claim_next", "claim_task"])
+def test_a_claim_whose_commit_answer_was_lost_is_found_in_the_token_history(
+    board: PostgresBoard, monkeypatch: pytest.MonkeyPatch, operation: str
+) -> None:
+    store = board.store()
+    a = store.create_task("A")
+    lose_the_commit(monkeypatch, committed=True)
+    claim = (
+        store.claim_next("alice") if operation == "claim_next" else store.claim_task(a.id, "alice")
+    )
+    assert claim is not None and (claim.task.id, claim.claim_token) == (a.id, token(1))
+    assert store.issued_claim_tokens() == [token(1)]
+    assert store.complete_task(a.id, "alice", claim.claim_token).task.owner == "alice"
+
+
+def test_a_claim_whose_commit_never_reached_the_server_is_store_unavailable_and_undone(
+    board: PostgresBoard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = board.store()
+    a = store.create_task("A")
+    before = board_state(store)
+    lose_the_commit(monkeypatch, committed=False)
+    error = raises_code("store_unavailable", lambda: store.claim_next("alice"))
+    assert "no such claim: nothing was changed" in str(error)
+    assert board_state(store) == before
+    claim = store.claim_next("alice")  # the token was never issued: this claim gets it
+    assert claim is not None and (claim.task.id, claim.claim_token) == (a.id, token(1))
+
+
+def test_a_completion_whose_commit_answer_was_lost_says_its_outcome_is_unknown(
+    board: PostgresBoard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = board.store()
+    a = store.create_task("A")
+    claim = store.claim_task(a.id, "alice")
+    lose_the_commit(monkeypatch, committed=True)
+    error = raises_code(
+        "store_unavailable", lambda: store.complete_task(a.id, "alice", claim.claim_token)
+    )
+    assert "outcome is unknown" in str(error)
+    # Asking again tells: it did happen.
+    again = raises_code(
+        "claim_mismatch", lambda: store.complete_task(a.id, "alice", claim.claim_token)
+    )
+    assert "already completed by alice" in str(again)
 
 
 # -- a client killed -9 inside its transaction ---------------------------------------------

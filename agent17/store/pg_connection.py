@@ -40,7 +40,13 @@ from typing import TYPE_CHECKING, Final, TypeVar
 from agent17.domain import ErrorCode, Refusal
 from agent17.store.paths import RefusalFactory
 from agent17.store.pg_schema import PgSchema, open_schema
-from agent17.store.pg_transaction import ConnectionLost, ConstraintViolation, PgTransaction, Row
+from agent17.store.pg_transaction import (
+    ConnectionLost,
+    ConstraintViolation,
+    OutcomeUnknown,
+    PgTransaction,
+    Row,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -193,6 +199,9 @@ class PgDatabase:
                             continue
                     if not isinstance(error, ConnectionLost):
                         raise
+                    if tx.commit_sent:
+                        # The cause says so, for a caller that can find out what happened.
+                        raise self._lost(tx, error) from OutcomeUnknown(str(error))
                     if tx.began or not retry or attempt == 2:
                         raise self._lost(tx, error) from None
                     # Dropped between operations: nothing was sent for this one yet.

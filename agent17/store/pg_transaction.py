@@ -37,6 +37,10 @@ class ConnectionLost(Exception):
     """The connection died under a statement (becomes a retry or a refusal, never escapes)."""
 
 
+class OutcomeUnknown(Exception):
+    """The cause of a `store_unavailable` whose COMMIT was sent but never answered."""
+
+
 class PgTransaction:
     """One open transaction: statements, the rows they changed, savepoints."""
 

@@ -37,6 +37,7 @@ rolls back all. Connecting, reconnecting and interrupts are `pg_connection`'s.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
@@ -63,8 +64,6 @@ from agent17.store.board import (
     check_edges,
     completion_refusal,
     corrupted,
-    dependencies_not_found,
-    invalid,
     lease_end,
     not_claimable,
     require_drafts,
@@ -74,7 +73,8 @@ from agent17.store.board import (
     stored_task,
     unreadable,
 )
-from agent17.store.pg_connection import PgDatabase
+from agent17.store.pg_connection import STORE_UNAVAILABLE, PgDatabase
+from agent17.store.pg_create import insert_drafts
 from agent17.store.pg_log import PostgresBoardLog, utc
 from agent17.store.pg_schema import PgSchema
 from agent17.store.pg_statements import (
@@ -82,14 +82,12 @@ from agent17.store.pg_statements import (
     CLAIM_TASK_SQL,
     COLUMNS,
     COMPLETE_SQL,
-    INSERT_EDGES_SQL,
-    INSERT_SQL,
     OPEN_ON_OWN_CLOCK,
     OPEN_ON_SERVER_CLOCK,
     RELEASE_DEPENDENTS_SQL,
     RELEASE_EXPIRED_SQL,
 )
-from agent17.store.pg_transaction import ConstraintViolation, PgTransaction
+from agent17.store.pg_transaction import ConstraintViolation, OutcomeUnknown, PgTransaction
 
 BOARD_SCHEMA: Final = PgSchema(
     package="agent17.store",
@@ -141,6 +139,8 @@ class PostgresTaskStore(PostgresBoardLog):
         # A token drawn for a claim_next that found nothing is kept for the next claim,
         # so an empty poll uses up no token (a counting generator stays gapless).
         self._spare_token: str | None = None
+        # The token of this thread's claim in progress, to look up if its COMMIT is lost.
+        self._in_flight = threading.local()
         self._db = PgDatabase(dsn, BOARD_SCHEMA, TaskError)
         self.where: str = self._db.where
 
@@ -222,89 +222,7 @@ class PostgresTaskStore(PostgresBoardLog):
         Each draft may name tasks that exist already or that come earlier in the batch.
         """
         checked = require_drafts(drafts)
-        return self._transact(lambda tx, now: self._insert(tx, now, checked))
-
-    def _insert(
-        self, tx: PgTransaction, now: datetime, drafts: list[tuple[str, str, tuple[str, ...]]]
-    ) -> list[Task]:
-        # One lookup of every named dependency, one INSERT of the batch, one of its edges:
-        # three statements whatever the batch's size.
-        named = sorted({dep for _, _, deps in drafts for dep in deps})
-        known: dict[str, tuple[int, str]] = {}
-        if named:
-            rows = tx.execute(
-                "SELECT id, sequence, status FROM tasks WHERE id = ANY(%s::text[])", (named,)
-            ).fetchall()
-            known = {task_id: (int(sequence), status) for task_id, sequence, status in rows}
-        batch: dict[str, int] = {}  # id -> position in the batch
-        unmet: list[int] = []
-        try:
-            for _, _, dependencies in drafts:
-                task_id = self._new_task_id()
-                if not is_canonical_uuid(task_id):
-                    raise ValueError(f"new_task_id returned a non-canonical UUID: {task_id!r}")
-                if task_id in dependencies:
-                    raise invalid(f"task {task_id} cannot depend on itself")
-                missing = [dep for dep in dependencies if dep not in known and dep not in batch]
-                if missing:
-                    raise dependencies_not_found(missing)
-                if task_id in batch:
-                    raise invalid(f"a task with id {task_id} already exists")
-                batch[task_id] = len(batch)
-                unmet.append(
-                    sum(
-                        1
-                        for dep in dependencies
-                        if dep in batch or known[dep][1] != TaskStatus.COMPLETED
-                    )
-                )
-        except TaskError:
-            # The SQLite store inserts draft by draft: an id drawn earlier in this batch
-            # that already exists would have been refused first.
-            self._refuse_existing_ids(tx, list(batch))
-            raise
-        ids = list(batch)
-        try:
-            inserted = tx.execute(
-                INSERT_SQL,
-                {
-                    "now": now,
-                    "ids": ids,
-                    "subjects": [subject for subject, _, _ in drafts],
-                    "descriptions": [description for _, description, _ in drafts],
-                    "unmet": unmet,
-                },
-            ).fetchall()
-        except ConstraintViolation as violation:
-            if violation.constraint != "tasks_id_key":
-                raise
-            raise invalid(f"a task id the generator returned already exists: {violation}") from None
-        sequences = {task_id: int(sequence) for sequence, task_id in inserted}
-        if [sequences[task_id] for task_id in ids] != sorted(sequences.values()):
-            raise AssertionError("the batch was not inserted in draft order")
-        edges: tuple[list[int], list[int], list[int]] = ([], [], [])
-        for task_id, (_, _, dependencies) in zip(ids, drafts, strict=True):
-            for position, dep in enumerate(dependencies):
-                target = sequences[dep] if dep in sequences else known[dep][0]
-                edges[0].append(sequences[task_id])
-                edges[1].append(target)
-                edges[2].append(position)
-        if edges[0]:
-            tx.execute(INSERT_EDGES_SQL, edges)
-        return [
-            Task(task_id, subject, description, TaskStatus.PENDING, None, dependencies)
-            for task_id, (subject, description, dependencies) in zip(ids, drafts, strict=True)
-        ]
-
-    @staticmethod
-    def _refuse_existing_ids(tx: PgTransaction, ids: list[str]) -> None:
-        if not ids:
-            return
-        row = tx.execute(
-            "SELECT id FROM tasks WHERE id = ANY(%s::text[]) ORDER BY sequence LIMIT 1", (ids,)
-        ).fetchone()
-        if row is not None:
-            raise invalid(f"a task with id {row[0]} already exists")
+        return self._transact(lambda tx, now: insert_drafts(tx, now, checked, self._new_task_id))
 
     def get_task(self, task_id: str) -> Task:
         """One task by id."""
@@ -353,12 +271,49 @@ class PostgresTaskStore(PostgresBoardLog):
                 raise not_claimable(self._task(row, status, row.owner, blocked_by))
             return claimed
 
-        return self._transact(claim)
+        claimed = self._claiming(owner, lambda: self._transact(claim))
+        assert claimed is not None  # claim_task refuses, it never returns None
+        return claimed
 
     def claim_next(self, owner: str) -> TaskClaim | None:
         """Claim the first ready task in creation order for `owner`, or return None."""
         require_owner(owner)
-        return self._transact(lambda tx, now: self._claim(tx, now, CLAIM_NEXT_SQL, owner))
+        return self._claiming(
+            owner,
+            lambda: self._transact(lambda tx, now: self._claim(tx, now, CLAIM_NEXT_SQL, owner)),
+        )
+
+    def _claiming(self, owner: str, claim: Callable[[], TaskClaim | None]) -> TaskClaim | None:
+        """Run `claim`; if its COMMIT went unanswered, ask the board whether it happened.
+
+        The token history says: a claimed event with the token this claim drew means
+        the claim committed, and the caller gets it (or hears that it has ended since);
+        none means it did not, and the token was never issued.
+        """
+        self._in_flight.token = None
+        try:
+            return claim()
+        except TaskError as error:
+            token = self._in_flight.token
+            if token is None or not isinstance(error.__cause__, OutcomeUnknown):
+                raise
+            try:
+                found = self._read(
+                    "SELECT t.id FROM task_events AS e JOIN tasks AS t"
+                    " ON t.sequence = e.task_sequence"
+                    " WHERE e.kind = 'claimed' AND e.claim_token = %s",
+                    (token,),
+                )
+            except TaskError:
+                raise error from None  # still unreachable: the first answer stands
+            if not found:
+                self._spare_token = token
+                raise TaskError(
+                    STORE_UNAVAILABLE,
+                    f"{error.message.split('; its outcome', 1)[0]}; the board shows no such"
+                    " claim: nothing was changed",
+                ) from None
+            return self.verify_claim(found[0][0], owner, token)
 
     def _claim(
         self,
@@ -373,6 +328,7 @@ class PostgresTaskStore(PostgresBoardLog):
         if not is_canonical_uuid(token):
             raise ValueError(f"new_claim_token returned a non-canonical UUID: {token!r}")
         params = {"owner": owner, "token": token, "now": now, "expires": expires}
+        self._in_flight.token = token
         try:
             found = tx.execute(statement, {**params, "sequence": sequence}).fetchone()
         except ConstraintViolation as violation:
