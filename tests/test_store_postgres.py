@@ -555,3 +555,38 @@ def test_without_the_driver_the_name_imports_and_construction_names_the_extra() 
     lines = done.stdout.splitlines()
     assert lines[0] == "imported PostgresTaskStore"
     assert lines[1].startswith("refused:") and "pip install 'agent17[postgres]'" in lines[1]
+
+
+NO_SERVER_CHILD = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import pg_cluster
+import pytest
+
+pg_cluster.find_bindir = lambda: None  # a machine without PostgreSQL's binaries
+try:
+    pg_cluster.server()
+except pytest.skip.Exception as outcome:
+    print("skipped:", outcome.msg)
+except pytest.fail.Exception as outcome:
+    print("failed:", outcome.msg)
+"""
+
+
+@pytest.mark.parametrize("ci", ["", "true"])
+def test_without_a_server_the_postgres_tests_skip_but_fail_in_ci(ci: str) -> None:
+    environment = {k: v for k, v in os.environ.items() if k not in ("CI", pg_cluster.ENV_DSN)}
+    if ci:
+        environment["CI"] = ci
+    done = subprocess.run(
+        [sys.executable, "-c", NO_SERVER_CHILD, TESTS_FOLDER],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_SECONDS,
+        check=True,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+    )
+    verdict, _, message = done.stdout.strip().partition(": ")
+    assert verdict == ("failed" if ci else "skipped"), done.stdout + done.stderr
+    assert "apt-get install postgresql" in message and pg_cluster.ENV_DSN in message
