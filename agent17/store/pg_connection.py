@@ -20,8 +20,9 @@ two operations (a restart, `pg_terminate_backend`, a network blip) is found by
 the next BEGIN and replaced, and the operation runs on the new one: nothing
 had been sent for it yet. A connection lost in the middle of an operation is
 not retried: the server rolls the transaction back, and the caller gets
-`store_unavailable` saying so (or, if the COMMIT itself was lost, saying that
-its outcome is unknown). A Ctrl-C while a statement runs is cancelled in the
+`store_unavailable` saying so (or, if the COMMIT itself went unanswered, saying
+that its outcome is unknown, with an `OutcomeUnknown` cause: the board store
+then looks a claim up in its token history). A Ctrl-C while a statement runs is cancelled in the
 server by psycopg; a connection left in any state but idle or idle in a
 transaction is discarded rather than reused.
 
