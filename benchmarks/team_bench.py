@@ -838,8 +838,8 @@ def bench_drain(root: Path, sizes: Sizes, group: ProcessGroup) -> Section:
         distinct = [k for _, k in audits]
         section.notes.append(
             f"the teammates' shared audit.jsonl: {'/'.join(f'{n:,}' for n in records)}"
-            f" records per round, but only {min(distinct):,}..{max(distinct):,} distinct seq"
-            " values (each process numbers from the records there when it started)"
+            f" records per round, {min(distinct):,}..{max(distinct):,} distinct seq values"
+            " (one dense sequence when they match)"
         )
     if len(ratios) > 1:
         section.notes.append("ratio per round: " + ", ".join(f"{r:.2f}" for r in ratios))
@@ -896,11 +896,11 @@ def bench_alone(root: Path, sizes: Sizes, group: ProcessGroup) -> Section:
         ["errors + double claims/completions + unfinished", *map(str, problems), "", ""]
     )
     section.notes.append(
-        "a teammate process keeps one conversation for its whole life (AgentRunner.messages,"
-        " 4 more messages per task) and the scripted model reads all of it twice per call,"
-        " two calls per task: a task costs more CPU the more tasks came before it (the"
-        " tenths' CPU is read in /proc, in 10 ms ticks, as the board passes 10% and 90%"
-        " done; their ratio column is against the bare store's whole-drain CPU per task)"
+        "a teammate's conversation keeps its last runs only (AgentRunner.history_runs), so"
+        " a task should cost the same CPU late in the drain as early: last tenth / first"
+        " tenth near 1 (the tenths' CPU is read in /proc, in 10 ms ticks, as the board"
+        " passes 10% and 90% done; their ratio column is against the bare store's"
+        " whole-drain CPU per task)"
     )
     if len(mates) > 1:
         section.notes.append(
