@@ -123,6 +123,9 @@ class ErrorCode(StrEnum):
     SCHEMA_VERSION_MISMATCH = "schema_version_mismatch"
     UNSAFE_STORE_PATH = "unsafe_store_path"
     STORE_UNREADABLE = "store_unreadable"
+    # A server-backed store (PostgreSQL) that cannot be reached, or whose connection was
+    # lost in the middle of an operation (the message says whether anything changed).
+    STORE_UNAVAILABLE = "store_unavailable"
 
 
 class Refusal(Exception):

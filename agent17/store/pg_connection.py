@@ -1,7 +1,7 @@
 """The one way agent17 talks to PostgreSQL: connect, reconnect, one transaction helper, errors.
 
 The Postgres twin of `database.py`. Every state that lives in PostgreSQL (the
-board now, the team's mailbox later) is one versioned schema file, opened here
+board, the team's mailbox) is one versioned schema file, opened here
 the same way:
 
 1. connect (psycopg 3, sync API), with the session settings every statement
@@ -10,8 +10,9 @@ the same way:
    timeout like SQLite's busy timeout, an idle-in-transaction timeout (a frozen
    client cannot hold the board lock for ever) and, from PostgreSQL 14 on, a
    check that the client is still there while a statement waits;
-2. the schema file is created in the database, or the one there checked,
-   in one transaction (`pg_schema.open_schema`).
+2. the schema file is created in the database (unless the caller only wants
+   to read one that exists), or the one there checked, in one transaction
+   (`pg_schema.open_schema`).
 
 Every later operation goes through `transaction()`: BEGIN, the work, COMMIT,
 with BEGIN and everything after it inside one `try` that rolls back on any
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     import psycopg
 
 INSTALL_HINT: Final = "pip install 'agent17[postgres]'"
-STORE_UNAVAILABLE: Final = "store_unavailable"
+STORE_UNAVAILABLE: Final = ErrorCode.STORE_UNAVAILABLE
 """The refusal code when the server cannot be reached or the connection was lost mid-operation."""
 
 LOCK_TIMEOUT_SECONDS: Final = 30.0
@@ -62,6 +63,25 @@ IDLE_IN_TRANSACTION_SECONDS: Final = 60.0
 RECONNECT_SECONDS: Final = 10.0
 """How long a replaced connection keeps trying (a restarting server needs a moment)."""
 CONNECT_TIMEOUT_SECONDS: Final = 10
+# Over TCP, a peer that vanished (a host powered off, a network partition) says
+# nothing: without keepalives its session, with its locks, would live until the
+# kernel gives up on the socket, which takes hours. With these each side notices
+# in about KEEPALIVE_IDLE + KEEPALIVE_COUNT * KEEPALIVE_INTERVAL seconds. (A Unix
+# socket ignores them: there the kernel tells the server at once.)
+KEEPALIVE_IDLE_SECONDS: Final = 10
+KEEPALIVE_INTERVAL_SECONDS: Final = 5
+KEEPALIVE_COUNT: Final = 3
+CLIENT_KEEPALIVES: Final = {
+    "keepalives": 1,
+    "keepalives_idle": KEEPALIVE_IDLE_SECONDS,
+    "keepalives_interval": KEEPALIVE_INTERVAL_SECONDS,
+    "keepalives_count": KEEPALIVE_COUNT,
+}
+SERVER_KEEPALIVES: Final = {
+    "tcp_keepalives_idle": str(KEEPALIVE_IDLE_SECONDS),
+    "tcp_keepalives_interval": str(KEEPALIVE_INTERVAL_SECONDS),
+    "tcp_keepalives_count": str(KEEPALIVE_COUNT),
+}
 
 # SQLSTATEs: the lock timeout, a cancelled statement, objects that vanished under us.
 _LOCK_NOT_AVAILABLE: Final = "55P03"
@@ -90,7 +110,9 @@ class PgDatabase:
     database. `refusal` builds the errors it raises (TaskError for the board).
     """
 
-    def __init__(self, dsn: str, schema: PgSchema, refusal: RefusalFactory) -> None:
+    def __init__(
+        self, dsn: str, schema: PgSchema, refusal: RefusalFactory, *, create: bool = True
+    ) -> None:
         self.driver = import_driver()
         self.schema = schema
         self._refusal = refusal
@@ -100,7 +122,10 @@ class PgDatabase:
         self.where = self._describe(dsn)
         self._connection = self._connect(deadline=time.monotonic())
         try:
-            self._run(lambda tx: open_schema(tx, schema, refusal, self.where), retry=False)
+            self._run(
+                lambda tx: open_schema(tx, schema, refusal, self.where, create=create),
+                retry=False,
+            )
         except BaseException:
             self._discard()
             raise
@@ -116,7 +141,9 @@ class PgDatabase:
         shown = {key: parts[key] for key in ("host", "port", "dbname", "user") if key in parts}
         return "PostgreSQL " + (" ".join(f"{k}={v}" for k, v in shown.items()) or "(defaults)")
 
-    def _connect(self, *, deadline: float) -> psycopg.Connection[Row]:
+    def _connect(
+        self, *, deadline: float, application_name: str = "agent17"
+    ) -> psycopg.Connection[Row]:
         """A fresh, configured connection; retried until `deadline` (monotonic seconds)."""
         pause = 0.05
         while True:
@@ -125,7 +152,8 @@ class PgDatabase:
                     self._dsn,
                     autocommit=True,  # every transaction is our explicit BEGIN
                     connect_timeout=CONNECT_TIMEOUT_SECONDS,
-                    application_name="agent17",
+                    application_name=application_name,
+                    **CLIENT_KEEPALIVES,
                 )
                 break
             except self.driver.OperationalError as error:
@@ -144,12 +172,22 @@ class PgDatabase:
             }
             if connection.info.server_version >= 140000:
                 settings["client_connection_check_interval"] = "1000ms"
+            settings.update(SERVER_KEEPALIVES)
             for name, value in settings.items():
                 connection.execute("SELECT set_config(%s, %s, false)", (name, value))
         except BaseException:
             connection.close()
             raise
         return connection
+
+    def session(self, purpose: str) -> psycopg.Connection[Row]:
+        """A dedicated connection, configured like this one's, that the caller owns.
+
+        For what must live on one server session and never be silently replaced by
+        a reconnect: a session-level lock (a teammate's name), a LISTEN. One
+        attempt, bounded by the connect timeout: `store_unavailable` otherwise.
+        """
+        return self._connect(deadline=time.monotonic(), application_name=f"agent17 {purpose}")
 
     def _discard(self) -> None:
         # Closing the socket ends the server session: its transaction and locks go with it.

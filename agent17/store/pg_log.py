@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from agent17.domain import TaskEvent
+from agent17.domain import Clock, TaskEvent, require_utc
 from agent17.store.board import require_event_kind, require_event_sequence
 from agent17.store.pg_connection import PgDatabase
 from agent17.store.pg_transaction import PgTransaction
@@ -28,6 +28,7 @@ class PostgresBoardLog:
     """Reads of the board's history and state for watchers (the store inherits them)."""
 
     _db: PgDatabase
+    _clock: Clock | None  # None: the server's clock
     claim_statement: str  # the claim SQL, for its query plan
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -72,6 +73,22 @@ class PostgresBoardLog:
             "SELECT min(lease_expires_at_utc) FROM tasks WHERE status = 'in_progress'"
         )
         return None if moment is None else utc(moment)
+
+    def seconds_to_next_lease_expiry(self) -> float | None:
+        """How long until the first lease now held runs out, on the board's clock (None: none).
+
+        The board's clock is the injected one, or else the server's: a waiter on any
+        host compares the deadline with the clock that will judge it, never its own.
+        """
+        if self._clock is not None:
+            deadline = self.next_lease_expiry()
+            clock = self._clock
+            return None if deadline is None else (deadline - require_utc(clock())).total_seconds()
+        ((left,),) = self._read(
+            "SELECT extract(epoch FROM min(lease_expires_at_utc) - clock_timestamp())::float8"
+            " FROM tasks WHERE status = 'in_progress'"
+        )
+        return None if left is None else float(left)
 
     def data_version(self) -> int:
         """A number that changes whenever anyone commits a change to the board.

@@ -7,7 +7,7 @@ that are not ours: `schema_version_mismatch`), then every object the file makes,
 compared with a reference built from the same file in a throwaway schema that
 is rolled back (`store_unreadable` if one is missing or changed). A refused open
 changes nothing. Objects of other files in the same PostgreSQL schema (the
-mailbox's, later) are not this file's business.
+mailbox's) are not this file's business.
 """
 
 from __future__ import annotations
@@ -86,12 +86,28 @@ _REFERENCES: dict[tuple[str, str, int], dict[tuple[str, str], str]] = {}
 _REFERENCES_LOCK = threading.Lock()
 
 
-def open_schema(tx: PgTransaction, schema: PgSchema, refusal: RefusalFactory, where: str) -> None:
-    """Create `schema` in the database, or check the one there (see the module docstring)."""
+STORE_NOT_FOUND: Final = "store_not_found"
+"""The refusal code of an open that may not create the schema, when there is none."""
+
+
+def open_schema(
+    tx: PgTransaction,
+    schema: PgSchema,
+    refusal: RefusalFactory,
+    where: str,
+    *,
+    create: bool = True,
+) -> None:
+    """Create `schema` in the database, or check the one there (see the module docstring).
+
+    With `create=False` an absent schema is refused (`store_not_found`), nothing made.
+    """
     tx.execute("SELECT pg_advisory_xact_lock(%s, %s)", SCHEMA_CHANGE_LOCK)
     reference = _reference(tx, schema)
     found = _objects(tx, schema.namespace, schema.namespace)
     ours = {key: found[key] for key in reference if key in found}
+    if not ours and not create:
+        raise refusal(STORE_NOT_FOUND, f"{where} schema {schema.namespace} holds no {schema.what}")
     if not ours:
         # The file whole, inside this transaction: a crash leaves no half schema.
         tx.execute(f"CREATE SCHEMA IF NOT EXISTS {plain_name(schema.namespace)}")

@@ -5,7 +5,7 @@ The contract is SqliteTaskStore's (API.md); what the engine changes, and why:
 - Where the board lives: its own PostgreSQL schema, `agent17`, in the database
   the DSN names. It never meets an application's own `tasks` in `public`, one
   name says what is ours (the version check looks there and nowhere else), and
-  the team's mailbox can join it later under its own version row.
+  the team's mailbox lives beside it under its own version row (team/pg_mailbox.py).
 - Why alice and bob can never both own C: every operation's first statement
   takes one transaction-level advisory lock for the board (`lock_board()`,
   sent with the BEGIN in one message); the server holds it to COMMIT or
@@ -130,6 +130,7 @@ class PostgresTaskStore(PostgresBoardLog):
         new_task_id: IdFactory | None = None,
         new_claim_token: IdFactory | None = None,
         lease_seconds: float = 300.0,
+        create: bool = True,
     ) -> None:
         self.lease = timedelta(seconds=check_lease_seconds(lease_seconds))
         # None: the server's clock, one for every host on the board.
@@ -141,7 +142,8 @@ class PostgresTaskStore(PostgresBoardLog):
         self._spare_token: str | None = None
         # The token of this thread's claim in progress, to look up if its COMMIT is lost.
         self._in_flight = threading.local()
-        self._db = PgDatabase(dsn, BOARD_SCHEMA, TaskError)
+        # create=False: open a board that exists, or refuse (`store_not_found`), making nothing.
+        self._db = PgDatabase(dsn, BOARD_SCHEMA, TaskError, create=create)
         self.where: str = self._db.where
 
     def close(self) -> None:

@@ -155,6 +155,32 @@ CREATE TRIGGER tasks_follow_the_lifecycle
         AND NOT (OLD.status = 'in_progress' AND NEW.status IN ('completed', 'pending')))
     EXECUTE FUNCTION refuse_a_skipped_step();
 
+-- Wake-ups for teammates on every host: a NOTIFY on the channel agent17_board whenever
+-- a task becomes ready (created ready, its last dependency completed, its lease run
+-- out). Sent by the transaction that makes it ready, and PostgreSQL delivers it only
+-- when that transaction commits, so a listener never hears of a change it cannot
+-- see yet, and never of one that was rolled back. Identical notifications of one
+-- transaction are delivered once. A hint, not the truth: the listener rescans the board.
+CREATE FUNCTION announce_ready() RETURNS void
+    LANGUAGE sql
+    AS $$ SELECT pg_notify('agent17_board', 'ready') $$;
+
+CREATE FUNCTION announce_ready_row() RETURNS trigger
+    LANGUAGE plpgsql SET search_path FROM CURRENT
+    AS $$
+BEGIN
+    PERFORM announce_ready();
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER tasks_announce_ready
+    AFTER UPDATE OF status, unmet_dependencies ON tasks
+    FOR EACH ROW
+    WHEN (NEW.status = 'pending' AND NEW.unmet_dependencies = 0
+        AND (OLD.status <> 'pending' OR OLD.unmet_dependencies <> 0))
+    EXECUTE FUNCTION announce_ready_row();
+
 -- Creations are logged once per statement (a batch of 40,000 tasks is one INSERT),
 -- in creation order. The triggers take the board lock themselves (a no-op for the
 -- store, which holds it already), so even a writer that forgot it keeps the log dense.
@@ -167,6 +193,9 @@ BEGIN
     SELECT last.sequence + row_number() OVER (ORDER BY created.sequence),
            created.changed_at_utc, 'created', created.sequence
       FROM created, (SELECT coalesce(max(sequence), 0) AS sequence FROM task_events) AS last;
+    IF EXISTS (SELECT 1 FROM created WHERE status = 'pending' AND unmet_dependencies = 0) THEN
+        PERFORM announce_ready();
+    END IF;
     RETURN NULL;
 END
 $$;
