@@ -1,28 +1,35 @@
-"""The team's persistent mailbox: one SQLite file, claim-then-ack delivery, wakeable recipients.
+"""The team's persistent mailbox: claim-then-ack delivery, wakeable recipients, on either engine.
 
-Messages live in `<workspace>/.agent_tutorial/mailbox.sqlite3` (schema:
-`team/schema.sql`, which also holds the plans of the plan gate), apart from
-`tasks.sqlite3`: task state and team messages are two separate state
-machines (a report about a task never stands in for completing it).
+By default messages live in `<workspace>/.agent_tutorial/mailbox.sqlite3`
+(schema: `team/schema.sql`, which also holds the plans of the plan gate and the
+team's members), apart from `tasks.sqlite3`: task state and team messages are
+two separate state machines (a report about a task never stands in for
+completing it). `PostgresMailbox` (team/pg_mailbox.py) keeps the same tables in
+the board's PostgreSQL database, for a team spread over many hosts.
 
 A message moves queued -> claimed -> acked. A recipient claims one message,
 handles it, then acks it; if the process dies in between, the message is still
-`claimed` on disk and `requeue_unacked()` delivers it again when that
-teammate starts. Sending also sets the recipient's in-process wake event, so a
-sleeping teammate rescans at once instead of waiting out its poll interval.
+`claimed` and `requeue_unacked()` delivers it again when that teammate starts.
+Sending also sets the recipient's in-process wake event, so a sleeping
+teammate rescans at once instead of waiting out its poll interval.
+
+`TeamMailbox` is what the protocol, the registry and the teammates use: every
+operation is written once, in SQL both engines run (qmark parameters), over the
+small surface each engine implements (a write transaction, a read, a hold on a
+teammate's name).
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 from agent17.domain import Refusal, name_problem, preview, text_problem
 from agent17.store.database import ExclusiveHold, Schema, StateDatabase
@@ -139,11 +146,34 @@ def require_envelope(value: object) -> Envelope:
     return value
 
 
+class SqlRunner(Protocol):
+    """What the team's SQL runs on: `execute(sql, parameters)` with qmark (`?`) parameters.
+
+    A `sqlite3.Connection` is one; on PostgreSQL an adapter over the open transaction.
+    The cursor it returns has `fetchone()`, `fetchall()` and `rowcount`.
+    """
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any: ...
+
+
+class NameHold(Protocol):
+    """A live worker's hold on a teammate name (a lock the engine drops when it dies)."""
+
+    def release(self) -> None:
+        """Let the name go (idempotent)."""
+
+    def lost(self) -> str | None:
+        """None while the name is still held; otherwise why it no longer is."""
+
+
 @dataclass(slots=True)
 class MailboxTransaction:
-    """The handle of one write transaction: send and ack inside it, wake after commit."""
+    """The handle of one write transaction: send and ack inside it, wake after commit.
 
-    connection: sqlite3.Connection
+    `connection` runs the team's SQL inside this transaction (a SqlRunner).
+    """
+
+    connection: SqlRunner
     woken: list[str] = field(default_factory=list)
 
     def send(self, recipient: str, *, sender: str, kind: str, body: str) -> Envelope:
@@ -177,46 +207,53 @@ class MailboxTransaction:
             )
 
 
-class Mailbox:
-    """Persistent per-agent mailboxes in `<workspace>/.agent_tutorial/mailbox.sqlite3`.
+class TeamMailbox(ABC):
+    """The team's mailbox (with its plans and members) on one engine: every operation.
 
-    Safe to share between threads (one connection behind a lock); several
-    instances, in one or many processes, may share the file. Wake-ups are
-    in-process only: share one `WakeRegistry` (or one Mailbox) within a process.
+    An engine implements four things: a write transaction (`_write`), a read
+    (`snapshot`), a hold on a teammate's name, and `close`. Safe to share between
+    threads; several instances, in one or many processes, may share one mailbox.
+    Wake-ups are in-process: share one `WakeRegistry` (or one mailbox) within a
+    process; across processes each engine has its own way (team/sleepers.py,
+    team/pg_wakeups.py).
     """
 
-    def __init__(
-        self, workspace: str | os.PathLike[str], *, wakeups: WakeRegistry | None = None
-    ) -> None:
-        self._db = StateDatabase(workspace, MAILBOX_DB_NAME, TEAM_SCHEMA, MailboxError)
-        self.path: Path = self._db.path
-        self.workspace: Path = self._db.workspace
-        self.wakeups: WakeRegistry = wakeups if wakeups is not None else WakeRegistry()
+    wakeups: WakeRegistry
+    where: str
+    """Where the mailbox is, for messages (a path, or a database without its password)."""
+
+    @abstractmethod
+    def _write(self, operation: Callable[[SqlRunner], T]) -> T:
+        """Run `operation` in one write transaction, serialised with every other writer."""
+
+    @abstractmethod
+    def snapshot(self, operation: Callable[[SqlRunner], T]) -> T:
+        """Run read-only `operation`; each of its statements sees committed data only."""
+
+    @abstractmethod
+    def hold_member(self, name: str) -> NameHold:
+        """Hold teammate `name` for this process's worker (MailboxError `already_held`)."""
+
+    @abstractmethod
+    def member_is_held(self, name: str) -> bool:
+        """True if a live worker, in this process or any other, holds `name` right now."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connection (the messages stay)."""
 
     def transaction(self, operation: Callable[[MailboxTransaction], T]) -> T:
         """Run `operation` in one write transaction; its recipients are woken after it commits."""
         woken: list[str] = []
 
-        def run(connection: sqlite3.Connection) -> T:
+        def run(connection: SqlRunner) -> T:
             return operation(MailboxTransaction(connection, woken))
 
         # Read only once the commit is done: a rolled-back transaction wakes nobody.
-        result = self._db.transaction(run)
+        result = self._write(run)
         for recipient in woken:
             self.wakeups.wake(recipient)
         return result
-
-    def snapshot(self, operation: Callable[[sqlite3.Connection], T]) -> T:
-        """Run read-only `operation` on one consistent snapshot of the file."""
-        return self._db.snapshot(operation)
-
-    def data_version(self) -> int:
-        """Changes whenever another connection (another process) commits to the mailbox."""
-        return self._db.data_version()
-
-    def hold_exclusive(self, key: str) -> ExclusiveHold:
-        """Hold the lock file `key` while this process lives (see StateDatabase)."""
-        return self._db.hold_exclusive(key)
 
     def send(self, recipient: str, *, sender: str, kind: str, body: str) -> Envelope:
         """Queue one message (body: a JSON object as text) and wake its recipient."""
@@ -289,11 +326,7 @@ class Mailbox:
             )
         return [_envelope(row) for row in rows]
 
-    def close(self) -> None:
-        """Close the connection (the file and its messages stay)."""
-        self._db.close()
-
-    def __enter__(self) -> Mailbox:
+    def __enter__(self) -> TeamMailbox:
         return self
 
     def __exit__(
@@ -303,3 +336,70 @@ class Mailbox:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class _FileHold:
+    """A teammate's name held as a lock file; the kernel keeps it until the process ends."""
+
+    def __init__(self, hold: ExclusiveHold) -> None:
+        self._hold = hold
+
+    def release(self) -> None:
+        self._hold.release()
+
+    def lost(self) -> str | None:
+        return None  # an open file's flock cannot be taken away from a live process
+
+
+class Mailbox(TeamMailbox):
+    """Persistent per-agent mailboxes in `<workspace>/.agent_tutorial/mailbox.sqlite3`.
+
+    Safe to share between threads (one connection behind a lock); several
+    instances, in one or many processes, may share the file. Wake-ups are
+    in-process only: share one `WakeRegistry` (or one Mailbox) within a process.
+    """
+
+    def __init__(
+        self, workspace: str | os.PathLike[str], *, wakeups: WakeRegistry | None = None
+    ) -> None:
+        self._db = StateDatabase(workspace, MAILBOX_DB_NAME, TEAM_SCHEMA, MailboxError)
+        self.path: Path = self._db.path
+        self.workspace: Path = self._db.workspace
+        self.where = str(self.path)
+        self.wakeups: WakeRegistry = wakeups if wakeups is not None else WakeRegistry()
+
+    def _write(self, operation: Callable[[SqlRunner], T]) -> T:
+        return self._db.transaction(operation)
+
+    def snapshot(self, operation: Callable[[SqlRunner], T]) -> T:
+        """Run read-only `operation` on one consistent snapshot of the file."""
+        return self._db.snapshot(operation)
+
+    def data_version(self) -> int:
+        """Changes whenever another connection (another process) commits to the mailbox."""
+        return self._db.data_version()
+
+    def hold_exclusive(self, key: str) -> ExclusiveHold:
+        """Hold the lock file `key` while this process lives (see StateDatabase)."""
+        return self._db.hold_exclusive(key)
+
+    def hold_member(self, name: str) -> NameHold:
+        """Hold `teammate-<name>.lock` beside the mailbox while this worker lives."""
+        return _FileHold(self.hold_exclusive(f"teammate-{name}"))
+
+    def member_is_held(self, name: str) -> bool:
+        """Try the name's lock file and let it go at once: held means a live worker has it."""
+        try:
+            self.hold_exclusive(f"teammate-{name}").release()
+        except MailboxError as error:
+            if error.code == "already_held":
+                return True
+            raise
+        return False
+
+    def close(self) -> None:
+        """Close the connection (the file and its messages stay)."""
+        self._db.close()
+
+    def __enter__(self) -> Mailbox:
+        return self

@@ -2,14 +2,14 @@
 
 Every protocol message carries a request id, so a response answers exactly one
 request; a response to an unknown or stale request changes nothing. The plan
-gate (`plan_allows_effectful`) is data in the mailbox file: the latest plan of
-each agent and whether the Lead approved it. Automatic claims ask the gate
+gate (`plan_allows_effectful`) is data in the team's mailbox (a SQLite file or
+the board's PostgreSQL database): the latest plan of each agent and whether the
+Lead approved it. Automatic claims ask the gate
 first, so a teammate whose latest plan is pending or rejected takes no task.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
@@ -19,7 +19,13 @@ from pydantic import ValidationError
 
 from agent17.domain import IdFactory, Refusal, is_canonical_uuid, text_problem
 from agent17.inputs import StrictInput, Text, Uuid, describe_validation_error
-from agent17.team.mailbox import Envelope, Mailbox, MailboxTransaction, require_name
+from agent17.team.mailbox import (
+    Envelope,
+    MailboxTransaction,
+    SqlRunner,
+    TeamMailbox,
+    require_name,
+)
 
 DEFAULT_LEAD_NAME: Final = "lead"
 
@@ -209,7 +215,7 @@ def _plan(row: Any) -> PlanRecord:
     return PlanRecord(request_id, agent, plan, PlanStatus(status), feedback)
 
 
-def _latest_plan(connection: sqlite3.Connection, agent: str) -> PlanRecord | None:
+def _latest_plan(connection: SqlRunner, agent: str) -> PlanRecord | None:
     row = connection.execute(
         f"SELECT {_PLAN_COLUMNS} FROM plans WHERE agent = ? ORDER BY sequence DESC LIMIT 1",
         (agent,),
@@ -217,7 +223,7 @@ def _latest_plan(connection: sqlite3.Connection, agent: str) -> PlanRecord | Non
     return None if row is None else _plan(row)
 
 
-def _plan_by_request(connection: sqlite3.Connection, request_id: str) -> PlanRecord | None:
+def _plan_by_request(connection: SqlRunner, request_id: str) -> PlanRecord | None:
     row = connection.execute(
         f"SELECT {_PLAN_COLUMNS} FROM plans WHERE request_id = ?", (request_id,)
     ).fetchone()
@@ -233,7 +239,7 @@ class TeamProtocol:
 
     def __init__(
         self,
-        mailbox: Mailbox,
+        mailbox: TeamMailbox,
         *,
         lead_name: str = DEFAULT_LEAD_NAME,
         new_request_id: IdFactory | None = None,
@@ -301,15 +307,15 @@ class TeamProtocol:
         submission = PlanSubmission(request_id=self._request_id(), plan=plan)
 
         def submit(handle: MailboxTransaction) -> None:
-            try:
-                handle.connection.execute(
-                    "INSERT INTO plans (request_id, agent, plan) VALUES (?, ?, ?)",
-                    (submission.request_id, name, plan),
-                )
-            except sqlite3.IntegrityError:
+            inserted = handle.connection.execute(
+                "INSERT INTO plans (request_id, agent, plan) VALUES (?, ?, ?)"
+                " ON CONFLICT (request_id) DO NOTHING RETURNING sequence",
+                (submission.request_id, name, plan),
+            ).fetchone()
+            if inserted is None:
                 raise ProtocolError(
                     "request_id_collision", f"request id {submission.request_id} was already used"
-                ) from None
+                )
             self._send(handle, self.lead_name, submission, sender=name)
 
         self.mailbox.transaction(submit)
@@ -377,9 +383,7 @@ class TeamProtocol:
 
         return self.mailbox.transaction(apply)
 
-    def _decide(
-        self, connection: sqlite3.Connection, name: str, response: PlanResponse
-    ) -> PlanDecision:
+    def _decide(self, connection: SqlRunner, name: str, response: PlanResponse) -> PlanDecision:
         plan = _plan_by_request(connection, response.request_id)
         if plan is None:
             return PlanDecision(False, "unknown_request", None)

@@ -1,18 +1,22 @@
-"""Who is on the team, across threads and processes: one live worker per name per board.
+"""Who is on the team, across threads, processes and hosts: one live worker per name per board.
 
 A teammate *joins* when its worker starts, in a thread of `agent17 run` or as
 its own `agent17 teammate` process, and stays on the team (`active`) until the
 shutdown handshake closes it. That state is a row in the team's database, so
-the Lead in another process sees it too.
+the Lead in another process (or on another host) sees it too.
 
 Whether a worker is alive right now cannot be a row: a process killed with
-`kill -9` never gets to update it. So a worker holds a lock while it runs
-(`teammate-<name>.lock`, see `StateDatabase.hold_exclusive`), which the kernel
-drops when the process ends, however it ends. A second worker with the same
-name is refused while the first lives: duplicate names are how real agent
-teams end up doing the same work twice. (A lock file is the right tool for
-"is this process alive"; it is the wrong one for claiming tasks, where the
-choice of the first ready task and the update must be one transaction.)
+`kill -9` never gets to update it. So a worker holds a lock while it runs, one
+that its engine drops when the process ends, however it ends: with SQLite a
+lock file beside the mailbox (`teammate-<name>.lock`, see
+`StateDatabase.hold_exclusive`), which the kernel drops; with PostgreSQL a
+session-level advisory lock on a connection of the worker's own, which the
+server drops when that session ends (team/pg_mailbox.py). A second worker with
+the same name is refused while the first lives: duplicate names are how real
+agent teams end up doing the same work twice. (A lock held by a live process is
+the right tool for "is this worker alive"; it is the wrong one for claiming
+tasks, where the choice of the first ready task and the update must be one
+transaction.)
 """
 
 from __future__ import annotations
@@ -24,8 +28,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from agent17.domain import Refusal
-from agent17.store.database import ExclusiveHold
-from agent17.team.mailbox import Mailbox, MailboxError
+from agent17.team.mailbox import MailboxError, NameHold, TeamMailbox
 
 TEAMMATE_NAME: Final = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 """A teammate name: lowercase, starts with a letter, then letters, digits, _ or -, max 32."""
@@ -61,7 +64,7 @@ class Member:
 class Membership:
     """A live worker's hold on its name; `leave()` lets another worker take the name."""
 
-    def __init__(self, name: str, hold: ExclusiveHold) -> None:
+    def __init__(self, name: str, hold: NameHold) -> None:
         self.name = name
         self._hold = hold
 
@@ -69,11 +72,26 @@ class Membership:
         """Release the name (idempotent); the row keeps its state."""
         self._hold.release()
 
+    def ensure(self) -> None:
+        """Refuse to go on (TeamError `teammate_name_lost`) once the hold is gone.
+
+        A lock file is never taken from a live process; a PostgreSQL session can
+        be (terminated by an administrator, cut off by the network), and then
+        another worker may already have the name.
+        """
+        problem = self._hold.lost()
+        if problem is not None:
+            raise TeamError(
+                "teammate_name_lost",
+                f"teammate {self.name!r} lost its hold on its name ({problem});"
+                " stopping, since another worker may have it now",
+            )
+
 
 class TeamRegistry:
     """The team's members, in the team database, and the locks of their live workers."""
 
-    def __init__(self, mailbox: Mailbox) -> None:
+    def __init__(self, mailbox: TeamMailbox) -> None:
         self.mailbox = mailbox
 
     def join(self, name: str) -> Membership:
@@ -82,15 +100,14 @@ class TeamRegistry:
         Refused with TeamError `teammate_running` while another live worker holds it.
         """
         try:
-            hold = self.mailbox.hold_exclusive(f"teammate-{name}")
+            hold = self.mailbox.hold_member(name)
         except MailboxError as error:
             if error.code != "already_held":
                 raise
-            member = self.member(name)
-            where = "" if member is None or member.pid is None else f" (pid {member.pid})"
             raise TeamError(
                 "teammate_running",
-                f"teammate {name!r} is already running on this board{where}; one name, one worker",
+                f"teammate {name!r} is already running on this board{self._where(name)};"
+                " one name, one worker",
             ) from None
         try:
             self.mailbox.transaction(
@@ -105,6 +122,14 @@ class TeamRegistry:
             hold.release()
             raise
         return Membership(name, hold)
+
+    def _where(self, name: str) -> str:
+        member = self.member(name)
+        if member is None or member.pid is None:
+            return ""
+        if member.host and member.host != socket.gethostname():
+            return f" (pid {member.pid} on {member.host})"
+        return f" (pid {member.pid})"
 
     def member(self, name: str) -> Member | None:
         """The row of `name`, or None if no worker ever joined as it."""
@@ -131,10 +156,4 @@ class TeamRegistry:
 
     def is_live(self, name: str) -> bool:
         """True if a live worker holds `name` right now (in this process or another)."""
-        try:
-            self.mailbox.hold_exclusive(f"teammate-{name}").release()
-        except MailboxError as error:
-            if error.code == "already_held":
-                return True
-            raise
-        return False
+        return self.mailbox.member_is_held(name)

@@ -22,7 +22,7 @@ from types import TracebackType
 
 from agent17.domain import TaskStatus, completed_ids, is_ready
 from agent17.team.idle_loop import run_idle_loop
-from agent17.team.mailbox import Mailbox
+from agent17.team.mailbox import TeamMailbox
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
 from agent17.team.registry import TeamError, TeamRegistry, require_teammate_name
 from agent17.team.simulation import SimulatedTime
@@ -46,7 +46,7 @@ class TeammateRuntime:
 
     def __init__(
         self,
-        mailbox: Mailbox,
+        mailbox: TeamMailbox,
         *,
         lead_name: str = DEFAULT_LEAD_NAME,
         sleeper: Sleeper | None = None,

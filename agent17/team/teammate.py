@@ -177,6 +177,10 @@ class Teammate:
         """Stop being this name's live worker (the team's row keeps its state)."""
         self._membership.leave()
 
+    def ensure_membership(self) -> None:
+        """Refuse to go on (TeamError `teammate_name_lost`) once the hold on the name is gone."""
+        self._membership.ensure()
+
     @property
     def closed(self) -> bool:
         """True once the teammate approved a shutdown request; it never works again."""

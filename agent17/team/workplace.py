@@ -1,0 +1,233 @@
+"""Where a team works: its board and its mailbox, opened together from one `--store` URL.
+
+The one way every command opens a team's state:
+
+- no URL (the default): the workspace's SQLite files, `tasks.sqlite3` and
+  `mailbox.sqlite3` under `<workspace>/.agent_tutorial/`: one machine;
+- a `postgresql://` URL: one PostgreSQL database holds the board, the mailbox,
+  the plans and the team's members, so teammates on other hosts join the team
+  with the same URL.
+
+Either way the workspace stays each teammate's working directory on its own
+host: its files, its shell, and two records that belong to that host, not to
+the board. The idempotency ledger remembers which side effects this host's
+runs already made (a retried run on this machine must not repeat them, and
+they happened here, in this workspace); the audit trail is the record of what
+the tools did on this machine (whoever reads it reads the machine's own
+story). Neither is shared state the team coordinates through.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from agent17.domain import Clock, IdFactory, utc_now
+from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
+from agent17.store.pg_connection import import_driver
+from agent17.store.postgres import PostgresTaskStore
+from agent17.store.sqlite import SqliteTaskStore
+from agent17.team.mailbox import Mailbox, TeamMailbox, WakeRegistry
+from agent17.team.pg_mailbox import BOARD_CHANNEL, MAIL_CHANNEL, PostgresMailbox
+from agent17.team.pg_wakeups import NotificationListener, NotifySleeper
+from agent17.team.sleepers import ChangeWatchingSleeper
+
+POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
+
+TaskBoard = SqliteTaskStore | PostgresTaskStore
+"""A task store of either engine (the same contract)."""
+
+
+class StoreUrlError(ValueError):
+    """A `--store` value that names no store we can open; the message is one line."""
+
+
+class WatchingSleeper(Protocol):
+    """A sleeper that watches the shared state: `mark()` before each scan, then `wait`."""
+
+    last_reason: str
+
+    def mark(self) -> None: ...
+
+    def wait(self, seconds: float, wake: Any) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLocation:
+    """Where a team's board and mailbox live: `url` None means the workspace's SQLite files."""
+
+    url: str | None = None
+
+    @property
+    def on_postgres(self) -> bool:
+        """True when the board and mailbox are in a PostgreSQL database."""
+        return self.url is not None
+
+    def shown(self) -> str:
+        """The URL as it may be printed: any password replaced by ***."""
+        if self.url is None:
+            return ""
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.password is None:
+            return self.url
+        netloc = parts.netloc.rsplit("@", 1)
+        user = netloc[0].split(":", 1)[0]
+        return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+
+    def board_command(self, workspace: Path) -> str:
+        """The `agent17 board` command line that shows this board."""
+        if self.url is None:
+            return f"agent17 board --workspace {workspace}"
+        return f"agent17 board --store '{self.shown()}'"
+
+
+def parse_store_url(url: str | None) -> StoreLocation:
+    """The location a `--store` value names, checked without connecting (StoreUrlError)."""
+    if url is None:
+        return StoreLocation()
+    if not isinstance(url, str) or not url.startswith(POSTGRES_SCHEMES):
+        shown = repr(url) if not isinstance(url, str) else repr(url.split("@")[-1][:80])
+        raise StoreUrlError(
+            f"--store must be a postgresql:// URL (or nothing, for the workspace's SQLite"
+            f" files), not {shown}"
+        )
+    try:
+        driver = import_driver()
+    except ImportError as error:
+        raise StoreUrlError(str(error)) from None
+    try:
+        driver.conninfo.conninfo_to_dict(url)
+    except driver.ProgrammingError as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else "unreadable"
+        raise StoreUrlError(f"--store is not a PostgreSQL URL libpq can read: {reason}") from None
+    return StoreLocation(url)
+
+
+def board_exists(location: StoreLocation, workspace: Path) -> bool:
+    """True if there is a board to read (never creates one)."""
+    if location.url is None:
+        return (workspace / STATE_DIRNAME / TASK_DB_NAME).exists()
+    from agent17.store.pg_schema import STORE_NOT_FOUND
+
+    try:
+        PostgresTaskStore(location.url, create=False).close()
+    except Exception as error:
+        if getattr(error, "code", None) == STORE_NOT_FOUND:
+            return False
+        raise
+    return True
+
+
+def open_board(
+    location: StoreLocation,
+    workspace: Path,
+    *,
+    clock: Clock | None = None,
+    new_task_id: IdFactory | None = None,
+    new_claim_token: IdFactory | None = None,
+    lease_seconds: float = 300.0,
+) -> TaskBoard:
+    """The team's task store at `location` (made on first use)."""
+    options: dict[str, Any] = {
+        "clock": clock,
+        "new_task_id": new_task_id,
+        "new_claim_token": new_claim_token,
+        "lease_seconds": lease_seconds,
+    }
+    if location.url is None:
+        return SqliteTaskStore(workspace, **options)
+    return PostgresTaskStore(location.url, **options)
+
+
+def open_mailbox(
+    location: StoreLocation, workspace: Path, *, wakeups: WakeRegistry | None = None
+) -> TeamMailbox:
+    """The team's mailbox (with its plans and members) at `location` (made on first use)."""
+    if location.url is None:
+        return Mailbox(workspace, wakeups=wakeups)
+    return PostgresMailbox(location.url, wakeups=wakeups)
+
+
+@dataclass
+class Workplace:
+    """A team's board and mailbox on one engine, and how a teammate there waits for work."""
+
+    location: StoreLocation
+    workspace: Path
+    store: TaskBoard
+    mailbox: TeamMailbox
+    _listeners: list[NotificationListener] = field(default_factory=list)
+
+    @classmethod
+    def open(
+        cls,
+        location: StoreLocation,
+        workspace: Path,
+        *,
+        clock: Clock | None = None,
+        new_task_id: IdFactory | None = None,
+        new_claim_token: IdFactory | None = None,
+        lease_seconds: float = 300.0,
+    ) -> Workplace:
+        """Open the board first (an unreachable server or a bad file stops here), then the mail."""
+        store = open_board(
+            location,
+            workspace,
+            clock=clock,
+            new_task_id=new_task_id,
+            new_claim_token=new_claim_token,
+            lease_seconds=lease_seconds,
+        )
+        try:
+            mailbox = open_mailbox(location, workspace)
+        except BaseException:
+            store.close()
+            raise
+        return cls(location, workspace, store, mailbox)
+
+    @property
+    def where(self) -> str:
+        """Where the board is, for people: its file, or its database (never a password)."""
+        store = self.store
+        return str(store.workspace) if isinstance(store, SqliteTaskStore) else store.where
+
+    def sleeper(self, name: str, *, clock: Clock = utc_now) -> WatchingSleeper:
+        """How teammate `name` in its own process waits: woken by the others' changes.
+
+        SQLite: the files' data versions, looked at every 0.1 s, and the first lease
+        deadline on `clock` (this host's: the board is on this host). PostgreSQL:
+        LISTEN/NOTIFY on a session of its own, and the deadline on the board's clock.
+        """
+        store, mailbox = self.store, self.mailbox
+        if isinstance(store, SqliteTaskStore) and isinstance(mailbox, Mailbox):
+            return ChangeWatchingSleeper(
+                versions=(store.data_version, mailbox.data_version),
+                next_deadline=store.next_lease_expiry,
+                clock=clock,
+            )
+        if isinstance(store, PostgresTaskStore) and isinstance(mailbox, PostgresMailbox):
+            listener = mailbox.listen()
+            self._listeners.append(listener)
+            return NotifySleeper(
+                listener,
+                name,
+                board_channel=BOARD_CHANNEL,
+                mail_channel=MAIL_CHANNEL,
+                lease_left=store.seconds_to_next_lease_expiry,
+            )
+        raise TypeError("the board and the mailbox must be on the same engine")
+
+    def close(self) -> None:
+        """Close every connection (the board and the messages stay)."""
+        for listener in self._listeners:
+            listener.close()
+        self.mailbox.close()
+        self.store.close()
+
+
+def real_workspace(workspace: Path) -> Path:
+    """The workspace as teammates' tools see it: the real path (links resolved)."""
+    return Path(os.path.realpath(workspace))
