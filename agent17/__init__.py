@@ -30,15 +30,20 @@ from agent17.work_stealing import WorkStealingRuntime
 
 if TYPE_CHECKING:
     from agent17.store.postgres import PostgresTaskStore
+    from agent17.team.pg_mailbox import PostgresMailbox
 
 
 def __getattr__(name: str) -> Any:
-    # PostgresTaskStore is imported on first use, so `import agent17` never loads the
-    # PostgreSQL store (its driver is only imported when a store is constructed).
+    # The PostgreSQL classes are imported on first use, so `import agent17` never loads
+    # them (their driver is only imported when one is constructed).
     if name == "PostgresTaskStore":
         from agent17.store.postgres import PostgresTaskStore
 
         return PostgresTaskStore
+    if name == "PostgresMailbox":
+        from agent17.team.pg_mailbox import PostgresMailbox
+
+        return PostgresMailbox
     raise AttributeError(f"module 'agent17' has no attribute {name!r}")
 
 
@@ -49,6 +54,7 @@ __all__ = [
     "EventKind",
     "Mailbox",
     "MailboxError",
+    "PostgresMailbox",
     "PostgresTaskStore",
     "Refusal",
     "SqliteTaskStore",

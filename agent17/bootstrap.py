@@ -10,12 +10,14 @@ and gives each role exactly its tool surface (T3):
 - teammate: shell, read_file, write_file, send_message, submit_plan + four task tools
 
 Model configuration is checked by the caller before `build_team` runs, so a
-bad configuration never leaves a `.agent_tutorial` folder behind (R10).
+bad configuration never leaves a `.agent_tutorial` folder behind (R10). Where
+the board and the mailbox live is `TeamSettings.store` (team/workplace.py): the
+workspace's SQLite files, or a PostgreSQL database; the board is opened first,
+so a server that cannot be reached stops the build before anything is made.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,12 +35,18 @@ from agent17.agent.permissions import (
 from agent17.agent.runner import AgentRunner
 from agent17.claims import ToolContext
 from agent17.domain import Clock, IdFactory, TaskClaim
-from agent17.store.sqlite import SqliteTaskStore
-from agent17.team.mailbox import Mailbox
+from agent17.team.mailbox import TeamMailbox
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
 from agent17.team.runtime import OutcomeListener, TeammateRuntime
 from agent17.team.simulation import SimulatedTime
 from agent17.team.sleepers import Sleeper
+from agent17.team.workplace import (
+    TaskBoard,
+    open_board,
+    open_mailbox,
+    parse_store_url,
+    real_workspace,
+)
 from agent17.tools.base import ToolRegistry
 from agent17.tools.task_tools import (
     register_leased_task_tools,
@@ -153,15 +161,18 @@ class TeamSettings:
     persistent_audit: bool = True
     max_turns: int = 12
     lead_name: str = DEFAULT_LEAD_NAME
+    store: str | None = None
+    """Where the board and mailbox live: None, the workspace's SQLite files; or a
+    `postgresql://` URL (the workspace stays the teammates' working directory)."""
 
 
 @dataclass(slots=True)
 class Team:
     """A wired team: one store, one mailbox, the teammate runtime and the Lead's runner."""
 
-    store: SqliteTaskStore
+    store: TaskBoard
     work_stealing: WorkStealingRuntime
-    mailbox: Mailbox
+    mailbox: TeamMailbox
     protocol: TeamProtocol
     teammates: TeammateRuntime
     lead: AgentRunner
@@ -185,6 +196,11 @@ class Team:
         )
 
     @property
+    def workspace(self) -> Path:
+        """The teammates' working directory (real path), wherever the board is."""
+        return real_workspace(self.settings.workspace)
+
+    @property
     def closed(self) -> bool:
         """True once `close()` ran: a widget still on screen must not use the team."""
         return self._closed
@@ -203,19 +219,26 @@ class Team:
 def build_team(settings: TeamSettings) -> Team:
     """Build one store and everything that shares it, wired in the chapter's order."""
     workspace = settings.workspace
-    store = SqliteTaskStore(
+    location = parse_store_url(settings.store)
+    # The board first: a server that cannot be reached stops here, before any file is made.
+    store = open_board(
+        location,
         workspace,
         clock=settings.clock,
         new_task_id=settings.new_task_id,
         new_claim_token=settings.new_claim_token,
         lease_seconds=settings.lease_seconds,
     )
+    try:
+        mailbox = open_mailbox(location, workspace)
+    except BaseException:
+        store.close()
+        raise
     work_stealing = WorkStealingRuntime(
         store=store,
         poll_interval_seconds=settings.poll_interval_seconds,
         max_idle_polls=settings.max_idle_polls,
     )
-    mailbox = Mailbox(workspace)
     protocol = TeamProtocol(
         mailbox, lead_name=settings.lead_name, new_request_id=settings.new_request_id
     )
@@ -239,13 +262,13 @@ def build_team(settings: TeamSettings) -> Team:
     )
     policy = PlanGatedPolicy(teammate_policy(settings.approver), protocol)
     runners: dict[str, AgentRunner] = {}
-    real_workspace = Path(os.path.realpath(workspace))
+    teammates_folder = real_workspace(workspace)
 
     def teammate_agent(name: str) -> AgentRunner:
         runner = teammate_runner(
             name,
             settings.teammate_model(name),
-            workspace=real_workspace,
+            workspace=teammates_folder,
             team=teammates,
             work_stealing=work_stealing,
             policy=policy,

@@ -13,7 +13,6 @@ from typing import TextIO
 
 from agent17.domain import Refusal
 from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
-from agent17.store.sqlite import SqliteTaskStore
 from agent17.wire import task_payload, utc_wire_time
 
 ENVIRONMENT_HELP = (
@@ -32,12 +31,16 @@ def _version() -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agent17",
-        description="Work stealing and autonomy: a leased SQLite task board and a team that "
-        "claims work from it by itself.",
+        description="Work stealing and autonomy: a leased task board (SQLite, or PostgreSQL"
+        " for a team on many hosts) and a team that claims work from it by itself.",
     )
     parser.add_argument("--version", action="version", version=f"agent17 {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     defaults = argparse.ArgumentDefaultsHelpFormatter
+    store_help = (
+        "where the board and the team's mailbox live: a postgresql:// URL (teammates on"
+        " other hosts join with the same URL); default: the workspace's SQLite files"
+    )
 
     demo = commands.add_parser(
         "demo",
@@ -54,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--processes", action="store_true", help="run alice and bob as real OS processes"
     )
+    demo.add_argument("--store", metavar="URL", help=store_help)
 
     board = commands.add_parser(
         "board",
@@ -63,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
         " dependencies. Never creates a board where there is none.",
     )
     board.add_argument("--workspace", type=Path, default=Path("."), help="the workspace")
+    board.add_argument("--store", metavar="URL", help=store_help)
     board.add_argument(
         "--format",
         choices=("table", "json", "dot"),
@@ -87,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--prompt", required=True, help="what the Lead should get done")
     run.add_argument("--workspace", type=Path, default=Path("."), help="the workspace")
+    run.add_argument("--store", metavar="URL", help=store_help)
 
     teammate = commands.add_parser(
         "teammate",
@@ -101,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     teammate.add_argument("--name", required=True, help="the teammate's name, e.g. alice")
     teammate.add_argument("--workspace", type=Path, default=Path("."), help="the workspace")
+    teammate.add_argument("--store", metavar="URL", help=store_help)
     teammate.add_argument(
         "--model",
         choices=("scripted", "openai"),
@@ -130,18 +137,31 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def print_board(
-    workspace: Path, output_format: str, out: TextIO, *, with_leases: bool = False
+    workspace: Path,
+    output_format: str,
+    out: TextIO,
+    *,
+    with_leases: bool = False,
+    store: str | None = None,
 ) -> int:
-    """Print the board of `workspace` without creating one where none exists."""
-    database = workspace / STATE_DIRNAME / TASK_DB_NAME
-    if not database.exists():
-        print(f"agent17: no task board in {workspace} (looked for {database})", file=sys.stderr)
+    """Print the board of `workspace` (or at `store`) without creating one where none exists."""
+    from agent17.team.workplace import board_exists, open_board, parse_store_url
+
+    location = parse_store_url(store)
+    if not board_exists(location, workspace):
+        database = workspace / STATE_DIRNAME / TASK_DB_NAME
+        where = (
+            f"{location.shown()}"
+            if location.on_postgres
+            else f"{workspace} (looked for {database})"
+        )
+        print(f"agent17: no task board in {where}", file=sys.stderr)
         return 2
     from agent17.viz.dag import active_leases, board_dot, board_table
 
-    with SqliteTaskStore(workspace) as store:
-        tasks = store.list_tasks()
-        leases = active_leases(store.events())
+    with open_board(location, workspace) as board:
+        tasks = board.list_tasks()
+        leases = active_leases(board.events())
     if output_format == "json":
         if with_leases:
             entries: list[object] = [
@@ -168,17 +188,28 @@ def print_board(
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
     args = _parser().parse_args(argv)
+    if args.store is not None and args.command != "teammate":
+        # Checked before anything is opened or made (the teammate checks its own).
+        from agent17.team.workplace import StoreUrlError, parse_store_url
+
+        try:
+            parse_store_url(args.store)
+        except StoreUrlError as error:
+            print(f"agent17: {error}", file=sys.stderr)
+            return 2
     try:
         if args.command == "board":
-            return print_board(args.workspace, args.format, sys.stdout, with_leases=args.leases)
+            return print_board(
+                args.workspace, args.format, sys.stdout, with_leases=args.leases, store=args.store
+            )
         if args.command == "demo":
             if args.processes:
                 from agent17.demo_processes import run_process_demo
 
-                return run_process_demo(args.workspace, sys.stdout)
+                return run_process_demo(args.workspace, sys.stdout, store=args.store)
             from agent17.demo import run_demo
 
-            return run_demo(args.workspace, sys.stdout)
+            return run_demo(args.workspace, sys.stdout, store=args.store)
         if args.command == "teammate":
             from agent17.teammate_process import TeammateConfig, run_teammate
 
@@ -192,11 +223,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 work_seconds=args.work_seconds,
                 start_gate=args.start_after_file,
                 environ=dict(os.environ),
+                store=args.store,
             )
             return run_teammate(config, sys.stdout, sys.stderr)
         from agent17.live import run_live
 
-        return run_live(args.prompt, args.workspace, dict(os.environ), sys.stdout)
+        return run_live(args.prompt, args.workspace, dict(os.environ), sys.stdout, store=args.store)
     except Refusal as error:
         print(f"agent17: {error.code}: {error.message}", file=sys.stderr)
         return 1

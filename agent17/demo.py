@@ -18,7 +18,9 @@ what real teammates do:
 
 The checks at the end read the event log and the team's own records.
 `agent17 demo --processes` (demo_processes.py) tells the same story with
-alice and bob as real `agent17 teammate` processes.
+alice and bob as real `agent17 teammate` processes. With `--store
+postgresql://...` the board and the mailbox are in that database, and the story
+and the checks are the same: the clock is the simulation's on either engine.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
 from agent17.team.protocol import ShutdownResponse, TextMessage
 from agent17.team.simulation import SimulatedTime
 from agent17.team.teammate import TickKind, TickOutcome
+from agent17.team.workplace import StoreLocation, board_exists, parse_store_url
 from agent17.viz.dag import active_leases, board_table
 from agent17.viz.replay import describe_event
 from agent17.wire import wire_clock
@@ -120,9 +123,17 @@ class _Story:
 
 
 def demo_settings(
-    workspace: Path, simulation: SimulatedTime, story: _Story | None = None
+    workspace: Path,
+    simulation: SimulatedTime,
+    story: _Story | None = None,
+    *,
+    store: str | None = None,
 ) -> TeamSettings:
-    """The deterministic team of the demo (and notebook 07): simulated time, counted ids."""
+    """The deterministic team of the demo (and notebook 07): simulated time, counted ids.
+
+    `store`: where the board and mailbox live (None: the workspace's SQLite files).
+    The clock is the simulation's on either engine, so the story is the same.
+    """
 
     def teammate_model(name: str) -> Any:
         def work(task: Mapping[str, Any]) -> None:
@@ -143,6 +154,7 @@ def demo_settings(
         new_request_id=uuid_sequence(99),
         simulation=simulation,
         on_outcome=None if story is None else story.on_outcome,
+        store=store,
     )
 
 
@@ -230,12 +242,24 @@ def _indent(text: str) -> str:
     return "\n".join(f"{' ' * 19}{line}" for line in text.splitlines())
 
 
-def run_demo(workspace: Path | None, out: TextIO) -> int:
-    """Run the minimal scenario offline; print the timeline; 0 if every check holds."""
+def run_demo(workspace: Path | None, out: TextIO, *, store: str | None = None) -> int:
+    """Run the minimal scenario offline; print the timeline; 0 if every check holds.
+
+    `store`: a `postgresql://` URL puts the board and the mailbox in that database
+    (it must hold no board yet); the workspace still holds each host's own records.
+    """
+    location = parse_store_url(store)
+    if location.on_postgres and board_exists(location, workspace or Path(".")):
+        # The demo's ids are fixed; a second story on the same board would be a different one.
+        print(
+            f"agent17: {location.shown()} already has a task board; the demo needs a fresh"
+            " database",
+            file=sys.stderr,
+        )
+        return 2
     if workspace is None:
         workspace = Path(tempfile.mkdtemp(prefix="agent17-demo-"))
-    elif (workspace / STATE_DIRNAME / TASK_DB_NAME).exists():
-        # The demo's ids are fixed; a second story on the same board would be a different one.
+    elif not location.on_postgres and (workspace / STATE_DIRNAME / TASK_DB_NAME).exists():
         print(
             f"agent17: {workspace} already has a task board; the demo needs a fresh workspace",
             file=sys.stderr,
@@ -246,8 +270,11 @@ def run_demo(workspace: Path | None, out: TextIO) -> int:
     out.write(
         "agent17 demo: work stealing and autonomy (offline, scripted model, simulated time)\n"
     )
-    out.write(f"workspace: {workspace}\n\n")
-    team = build_team(demo_settings(workspace, simulation, story))
+    out.write(f"workspace: {workspace}\n")
+    if location.on_postgres:
+        out.write(f"board and mailbox: {location.shown()}\n")
+    out.write("\n")
+    team = build_team(demo_settings(workspace, simulation, story, store=store))
     story.team = team
     try:
         simulation.join("lead")
@@ -263,12 +290,19 @@ def run_demo(workspace: Path | None, out: TextIO) -> int:
         _lead_watches(team, simulation, story)
         simulation.leave()
         finished = team.teammates.wait_for_workers(timeout=WORKER_TIMEOUT_SECONDS)
-        return _report(team, story, result.stopped == "answered", finished, out)
+        return _report(team, story, result.stopped == "answered", finished, location, out)
     finally:
         team.close()
 
 
-def _report(team: Team, story: _Story, answered: bool, finished: bool, out: TextIO) -> int:
+def _report(
+    team: Team,
+    story: _Story,
+    answered: bool,
+    finished: bool,
+    location: StoreLocation,
+    out: TextIO,
+) -> int:
     out.write("\nThe Lead's inbox:\n")
     approved: set[str] = set()
     for delivery in team.protocol.receive_all(team.settings.lead_name):
@@ -305,7 +339,7 @@ def _report(team: Team, story: _Story, answered: bool, finished: bool, out: Text
     )
     for text, ok in checks:
         out.write(f"  [{'ok' if ok else 'FAILED'}] {text}\n")
-    out.write(f"\nSee the board again: agent17 board --workspace {team.store.workspace}\n")
+    out.write(f"\nSee the board again: {location.board_command(team.workspace)}\n")
     return 0 if all(ok for _, ok in checks) else 1
 
 

@@ -9,7 +9,10 @@ at once, and one of them is done first. Then the Lead asks the teammate still
 working to shut down after its task: that request waits in its mailbox, and
 its next pass handles it before looking at the board, so the other teammate
 gets C. Who gets which task is up to the
-operating system; every check below holds whatever the interleaving.
+operating system; every check below holds whatever the interleaving. With
+`--store postgresql://...` the board and the mailbox are in that database and
+each teammate process is started with the same `--store`, as a teammate on
+another host would be.
 """
 
 from __future__ import annotations
@@ -20,17 +23,21 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import IO, TextIO
 
 from agent17.deterministic import uuid_sequence
 from agent17.domain import EventKind, TaskEvent, TaskStatus, utc_now
 from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
-from agent17.store.sqlite import SqliteTaskStore
-from agent17.team.mailbox import Mailbox
 from agent17.team.protocol import ShutdownResponse, TeamProtocol, TextMessage
 from agent17.team.registry import TeamRegistry
+from agent17.team.workplace import (
+    TaskBoard,
+    Workplace,
+    board_exists,
+    parse_store_url,
+    real_workspace,
+)
 from agent17.viz.dag import active_leases, board_table
 
 TEAMMATES = ("alice", "bob")
@@ -40,14 +47,18 @@ DEADLINE_SECONDS = 90.0
 LOOK_EVERY_SECONDS = 0.05
 
 
-def start_teammate(name: str, workspace: Path, *options: str) -> subprocess.Popen[str]:
-    """Start `agent17 teammate --name NAME --workspace DIR OPTIONS...` as its own process.
+def start_teammate(
+    name: str, workspace: Path, *options: str, store: str | None = None
+) -> subprocess.Popen[str]:
+    """Start `agent17 teammate --name NAME --workspace DIR [--store URL] OPTIONS...`.
 
-    Its output (and errors) come back as text lines on `.stdout`; it reads no stdin.
+    Its own process; its output (and errors) come back as text lines on `.stdout`;
+    it reads no stdin.
     """
+    where = [] if store is None else ["--store", store]
     command = [
         sys.executable, "-m", "agent17", "teammate", "--name", name,
-        "--workspace", str(workspace), *options,
+        "--workspace", str(workspace), *where, *options,
     ]  # fmt: skip
     return subprocess.Popen(
         command,
@@ -69,10 +80,11 @@ def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60.0) 
     return time.monotonic() - started
 
 
-def _start(name: str, workspace: Path, gate: Path) -> subprocess.Popen[str]:
+def _start(name: str, workspace: Path, gate: Path, store: str | None) -> subprocess.Popen[str]:
     return start_teammate(
         name, workspace, "--work-seconds", str(WORK_SECONDS[name]),
         "--poll-interval", "5", "--max-idle-polls", "12", "--start-after-file", str(gate),
+        store=store,
     )  # fmt: skip
 
 
@@ -84,28 +96,39 @@ def _relay(stream: IO[str], out: TextIO, lock: threading.Lock, lines: list[str])
             out.flush()
 
 
-def run_process_demo(workspace: Path | None, out: TextIO) -> int:
-    """Run the scenario with two teammate processes; 0 when every check holds."""
+def run_process_demo(workspace: Path | None, out: TextIO, *, store: str | None = None) -> int:
+    """Run the scenario with two teammate processes; 0 when every check holds.
+
+    `store`: a `postgresql://` URL (a database with no board yet) for the board and
+    the mailbox; each teammate process is started with the same `--store`.
+    """
+    location = parse_store_url(store)
+    if location.on_postgres and board_exists(location, workspace or Path(".")):
+        print(f"agent17: {location.shown()} already has a task board; the demo needs a fresh one")
+        return 2
     if workspace is None:
         workspace = Path(tempfile.mkdtemp(prefix="agent17-demo-processes-"))
-    elif (workspace / STATE_DIRNAME / TASK_DB_NAME).exists():
+    elif not location.on_postgres and (workspace / STATE_DIRNAME / TASK_DB_NAME).exists():
         print(f"agent17: {workspace} already has a task board; the demo needs a fresh workspace")
         return 2
-    store = SqliteTaskStore(workspace, new_task_id=uuid_sequence(17))
-    mailbox = Mailbox(workspace)
+    workplace = Workplace.open(location, workspace, new_task_id=uuid_sequence(17))
+    board, mailbox = workplace.store, workplace.mailbox
     protocol = TeamProtocol(mailbox)
     registry = TeamRegistry(mailbox)
     lock = threading.Lock()
     lines: list[str] = []
     out.write("agent17 demo --processes: alice and bob are separate OS processes\n")
-    out.write(f"workspace: {workspace}\n\n")
-    a = store.create_task("A", "Independent task A.")
-    b = store.create_task("B", "Independent task B.")
-    c = store.create_task("C", "Needs both A and B.", blocked_by=[a.id, b.id])
+    out.write(f"workspace: {workspace}\n")
+    if location.on_postgres:
+        out.write(f"board and mailbox: {location.shown()}\n")
+    out.write("\n")
+    a = board.create_task("A", "Independent task A.")
+    b = board.create_task("B", "Independent task B.")
+    c = board.create_task("C", "Needs both A and B.", blocked_by=[a.id, b.id])
     out.write("The Lead (this process) put A, B and C (blocked by A and B) on the board, then\n")
     out.write("starts two `agent17 teammate` processes (a task takes alice 2 s, bob 3.5 s):\n")
     gate = workspace / "start-gate"
-    processes = {name: _start(name, workspace, gate) for name in TEAMMATES}
+    processes = {name: _start(name, workspace, gate, store) for name in TEAMMATES}
     relays = [
         threading.Thread(target=_relay, args=(process.stdout, out, lock, lines), daemon=True)
         for process in processes.values()
@@ -114,7 +137,9 @@ def run_process_demo(workspace: Path | None, out: TextIO) -> int:
         relay.start()
     pids = {name: process.pid for name, process in processes.items()}
     asked: set[str] = set()
-    asked_while_working: tuple[str, datetime] | None = None
+    # Who was asked while still working, and the last event the board had then: on the
+    # board's own order, since the Lead's clock need not be the board's (PostgreSQL).
+    asked_while_working: tuple[str, int] | None = None
     overlap = False
     try:
         deadline = time.monotonic() + DEADLINE_SECONDS
@@ -125,13 +150,13 @@ def run_process_demo(workspace: Path | None, out: TextIO) -> int:
         gate.touch()
         while any(process.poll() is None for process in processes.values()):
             _check_alive(processes, deadline, allow_exit=True)
-            tasks = {task.subject: task for task in store.list_tasks()}
+            tasks = {task.subject: task for task in board.list_tasks()}
             held = [task for task in tasks.values() if task.status is TaskStatus.IN_PROGRESS]
             if len(held) == 2 and not overlap:
                 overlap = True
                 with lock:
                     out.write(f"  {_now()} lead sees A and B held at once:\n")
-                    table = board_table(list(tasks.values()), leases=active_leases(store.events()))
+                    table = board_table(list(tasks.values()), leases=active_leases(board.events()))
                     out.write("".join(f"    {row}\n" for row in table.splitlines()))
             first_done = [n for n in ("A", "B") if tasks[n].status is TaskStatus.COMPLETED]
             still = [
@@ -139,7 +164,8 @@ def run_process_demo(workspace: Path | None, out: TextIO) -> int:
             ]
             if len(first_done) == 1 and still and not asked and still[0] is not None:
                 asked.add(still[0])
-                asked_while_working = (still[0], utc_now())
+                seen = max((event.sequence for event in board.events()), default=0)
+                asked_while_working = (still[0], seen)
                 protocol.request_shutdown(still[0])
                 with lock:
                     out.write(
@@ -157,14 +183,14 @@ def run_process_demo(workspace: Path | None, out: TextIO) -> int:
         for relay in relays:
             relay.join(10)
         codes = {name: process.wait() for name, process in processes.items()}
-        return _report(store, protocol, pids, codes, lines, c.id, asked_while_working, out)
+        command = location.board_command(real_workspace(workspace))
+        return _report(board, protocol, pids, codes, lines, c.id, asked_while_working, command, out)
     finally:
         for process in processes.values():
             if process.poll() is None:
                 process.kill()
                 process.wait()
-        store.close()
-        mailbox.close()
+        workplace.close()
 
 
 def _now() -> str:
@@ -188,13 +214,14 @@ def _check_alive(
 
 
 def _report(
-    store: SqliteTaskStore,
+    store: TaskBoard,
     protocol: TeamProtocol,
     pids: dict[str, int],
     codes: dict[str, int],
     lines: list[str],
     c_id: str,
-    first_asked: tuple[str, datetime] | None,
+    first_asked: tuple[str, int] | None,
+    board_command: str,
     out: TextIO,
 ) -> int:
     events = store.events()
@@ -230,7 +257,7 @@ def _report(
     ]
     for text, ok in checks:
         out.write(f"  [{'ok' if ok else 'FAILED'}] {text}\n")
-    out.write(f"\nSee the board again: agent17 board --workspace {store.workspace}\n")
+    out.write(f"\nSee the board again: {board_command}\n")
     return 0 if all(ok for _, ok in checks) else 1
 
 
@@ -238,7 +265,7 @@ def _checks(
     events: list[TaskEvent],
     subjects: dict[str, str],
     c_id: str,
-    first_asked: tuple[str, datetime] | None,
+    first_asked: tuple[str, int] | None,
 ) -> list[tuple[str, bool]]:
     by_subject = {subject: task for task, subject in subjects.items()}
     claims = [e for e in events if e.kind is EventKind.CLAIMED]
@@ -255,7 +282,7 @@ def _checks(
     c_claims = [e for e in claims if e.task_id == c_id]
     # The teammate asked to stop while it worked handled the request before any new task.
     took_more = first_asked is not None and any(
-        e.owner == first_asked[0] and e.at_utc > first_asked[1] for e in claims
+        e.owner == first_asked[0] and e.sequence > first_asked[1] for e in claims
     )
     return [
         (

@@ -49,6 +49,7 @@ def run_live(
     poll_interval_seconds: float = 5.0,
     max_idle_polls: int = 12,
     quiet_timeout_seconds: float = QUIET_TIMEOUT_SECONDS,
+    store: str | None = None,
 ) -> int:
     """Run a real team on `prompt`; 0 when the board was finished and the team shut down."""
     try:
@@ -71,6 +72,7 @@ def run_live(
         on_outcome=log,
         poll_interval_seconds=poll_interval_seconds,
         max_idle_polls=max_idle_polls,
+        store=store,
     )
     team = build_team(settings)
     try:
@@ -84,7 +86,7 @@ def run_live(
 
 def _run_team(team: Team, prompt: str, model: str, out: TextIO, quiet_timeout: float) -> int:
     lead_name = team.settings.lead_name
-    out.write(f"agent17 run: model {model}, workspace {team.store.workspace}\n")
+    out.write(f"agent17 run: model {model}, workspace {team.workspace}\n")
     team.teammates.start()
     answer = team.lead.run(prompt + _pending_plans_note(team))
     out.write(f"lead: {answer.final_text}\n")

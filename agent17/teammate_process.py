@@ -1,8 +1,11 @@
 """`agent17 teammate`: one teammate as its own OS process on a shared board.
 
 This is the team the chapter describes: independent workers that never see
-each other's memory, coordinating only through the board and the mailbox on
-disk. A teammate process
+each other's memory, coordinating only through the board and the mailbox: the
+workspace's SQLite files, or with `--store postgresql://...` a PostgreSQL
+database that teammates on other hosts share (the workspace stays this
+teammate's working directory, with its own ledger and audit trail). A
+teammate process
 
 1. checks its configuration before it touches any file (one line and a non-zero
    exit otherwise);
@@ -11,13 +14,14 @@ disk. A teammate process
    mail it claimed but never acked before a crash is delivered again;
 3. runs the idle loop (mailbox -> protocol -> plan gate -> claim_next -> wait);
    the wait ends early when another process changes the board or the mailbox,
-   or when a lease runs out (`ChangeWatchingSleeper`), so a message or a newly
-   ready task is noticed within a fraction of a second;
+   or when a lease runs out (`ChangeWatchingSleeper` on SQLite, LISTEN/NOTIFY
+   on PostgreSQL: `Workplace.sleeper`), so a message or a newly ready task is
+   noticed within a fraction of a second;
 4. ends after the shutdown handshake or after its idle timeout (exit 0, one
    line saying which), or on Ctrl-C (exit 130). Every store and mailbox
    operation is one transaction, so a Ctrl-C or a kill -9 leaves every file
-   whole: a task it held waits for its lease to run out, and a message it
-   held is delivered again when the name starts next.
+   (and the database) whole: a task it held waits for its lease to run out,
+   and a message it held is delivered again when the name starts next.
 
 With `--model scripted` (the default, offline) each auto-claimed task takes
 `--work-seconds` of real time, then is completed with its claim token and
@@ -43,13 +47,11 @@ from agent17.agent.openai_model import ConfigurationError, OpenAIModel, validate
 from agent17.agent.permissions import AuditTrail, teammate_policy, terminal_approver
 from agent17.bootstrap import PlanGatedPolicy, teammate_runner
 from agent17.domain import Refusal, utc_now
-from agent17.store.sqlite import SqliteTaskStore
 from agent17.team.idle_loop import LoopEnd, run_idle_loop
-from agent17.team.mailbox import Mailbox
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
 from agent17.team.registry import TeamRegistry, require_teammate_name
-from agent17.team.sleepers import ChangeWatchingSleeper
 from agent17.team.teammate import Teammate, TickKind, TickOutcome
+from agent17.team.workplace import StoreUrlError, Workplace, parse_store_url, real_workspace
 from agent17.work_stealing import WorkStealingRuntime
 
 START_GATE_TIMEOUT_SECONDS = 120.0
@@ -72,6 +74,8 @@ class TeammateConfig:
     work_seconds: float
     start_gate: Path | None
     environ: Mapping[str, str]
+    store: str | None = None
+    """None: the workspace's SQLite files; a `postgresql://` URL: that database."""
 
 
 def check_config(config: TeammateConfig) -> None:
@@ -97,6 +101,10 @@ def check_config(config: TeammateConfig) -> None:
         raise TeammateConfigError("--model must be scripted or openai")
     if config.workspace.exists() and not config.workspace.is_dir():
         raise TeammateConfigError(f"--workspace {config.workspace} is not a directory")
+    try:
+        parse_store_url(config.store)
+    except StoreUrlError as error:
+        raise TeammateConfigError(str(error)) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,10 +159,13 @@ def run_teammate(config: TeammateConfig, out: TextIO, err: TextIO) -> int:
     opened: list[Any] = []
     teammate: Teammate | None = None
     try:
-        store = SqliteTaskStore(config.workspace, lease_seconds=config.lease_seconds)
-        opened.append(store)
-        mailbox = Mailbox(config.workspace)
-        opened.append(mailbox)
+        # The board and the mailbox first: a server that cannot be reached stops here,
+        # before this host's ledger and audit trail are made in the workspace.
+        workplace = Workplace.open(
+            parse_store_url(config.store), config.workspace, lease_seconds=config.lease_seconds
+        )
+        opened.append(workplace)
+        store, mailbox = workplace.store, workplace.mailbox
         protocol = TeamProtocol(mailbox)
         work_stealing = WorkStealingRuntime(
             store=store,
@@ -169,7 +180,7 @@ def run_teammate(config: TeammateConfig, out: TextIO, err: TextIO) -> int:
         runner = teammate_runner(
             config.name,
             _model(config, out),
-            workspace=store.workspace,
+            workspace=real_workspace(config.workspace),
             team=ProcessTeam(DEFAULT_LEAD_NAME, protocol, TeamRegistry(mailbox)),
             work_stealing=work_stealing,
             policy=PlanGatedPolicy(teammate_policy(approver), protocol),
@@ -180,14 +191,15 @@ def run_teammate(config: TeammateConfig, out: TextIO, err: TextIO) -> int:
         teammate = Teammate(
             config.name, agent=runner, protocol=protocol, work_stealing=work_stealing
         )
-        sleeper = ChangeWatchingSleeper(
-            versions=(store.data_version, mailbox.data_version),
-            next_deadline=store.next_lease_expiry,
-            clock=utc_now,
-        )
+        sleeper = workplace.sleeper(config.name)
         if config.start_gate is not None:
             _wait_for_gate(config.start_gate)
-        _line(out, config.name, f"joined the team on {store.workspace}")
+        _line(out, config.name, f"joined the team on {workplace.where}")
+        member = teammate
+
+        def before_scan() -> None:
+            member.ensure_membership()  # a lost hold on the name stops it (PostgreSQL)
+            sleeper.mark()
 
         def report(outcome: TickOutcome) -> None:
             if outcome.kind is not TickKind.IDLE:
@@ -200,7 +212,7 @@ def run_teammate(config: TeammateConfig, out: TextIO, err: TextIO) -> int:
             poll_interval_seconds=config.poll_interval_seconds,
             max_idle_polls=config.max_idle_polls,
             on_outcome=report,
-            before_scan=sleeper.mark,
+            before_scan=before_scan,
         )
         if end is LoopEnd.CLOSED:
             _line(out, config.name, "shut down through the protocol (the Lead's request)")
