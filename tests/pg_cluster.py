@@ -1,10 +1,10 @@
 """A throwaway PostgreSQL cluster for the tests: started on first use, removed when pytest exits.
 
-`server()` gives the one server of this test process: our own cluster (initdb
-+ pg_ctl from the machine's PostgreSQL binaries, in a fresh folder under
-/tmp, on a Unix socket there, fsync off), or the server that
-`AGENT17_TEST_POSTGRES_DSN` names (its role must be a superuser: the tests
-create databases and plant damage). Each board gets a database of its own,
+`server()` gives the one server of this test process: our own cluster
+(agent17.store.pg_cluster: initdb + pg_ctl from the machine's PostgreSQL
+binaries, in a fresh folder under /tmp, on a Unix socket there, fsync off), or
+the server that `AGENT17_TEST_POSTGRES_DSN` names (its role must be a
+superuser: the tests create databases and plant damage). Each board gets a database of its own,
 made from an empty template and dropped afterwards, so tests never meet.
 
 PostgreSQL refuses to run as root, so as root the cluster runs as the
@@ -16,51 +16,29 @@ Without binaries the Postgres tests are skipped with a message, except when
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import itertools
 import os
-import pwd
-import shutil
 import signal
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agent17.store import pg_cluster as pg_tools
+from agent17.store.pg_cluster import ThrowawayCluster
+
 ENV_DSN = "AGENT17_TEST_POSTGRES_DSN"
-UNPRIVILEGED_USER = "postgres"
 TEMPLATE = "agent17_empty_board"
-PG_CTL_WAIT_SECONDS = 60
-PORT = 5432  # names the socket file only: the cluster listens on no TCP port
 
 _server: Server | None = None
 _unavailable: str | None = None
 
 
 def find_bindir() -> Path | None:
-    """The folder with initdb and pg_ctl: pg_config's answer, else the newest Debian install."""
-    candidates: list[Path] = []
-    pg_config = shutil.which("pg_config")
-    if pg_config is not None:
-        done = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
-        if done.returncode == 0:
-            candidates.append(Path(done.stdout.strip()))
-
-    def major(path: Path) -> int:
-        return int(path.parent.name) if path.parent.name.isdigit() else -1
-
-    candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=major, reverse=True)
-    found = shutil.which("initdb")
-    if found is not None:
-        candidates.append(Path(found).parent)
-    for folder in candidates:
-        if (folder / "initdb").is_file() and (folder / "pg_ctl").is_file():
-            return folder
-    return None
+    """The folder with initdb and pg_ctl (a name of its own, so a test can take it away)."""
+    return pg_tools.find_bindir()
 
 
 class Server:
@@ -148,119 +126,19 @@ class Server:
 
 
 class Cluster(Server):
-    """A cluster of our own, in `root` (data/, the socket, the log), run as `user`."""
+    """A throwaway cluster of our own (agent17.store.pg_cluster) as the tests' server."""
 
-    def __init__(self, bindir: Path, root: Path, user: str | None) -> None:
-        super().__init__(f"host={root} port={PORT} user=postgres dbname=postgres")
-        self.bindir = bindir
-        self.root = root
-        self.data = root / "data"
-        self.log = root / "server.log"
-        self._user = user
-        self._owner_pid = os.getpid()
-
-    def _run(self, *command: str) -> None:
-        done = subprocess.run(
-            [str(self.bindir / command[0]), *command[1:]],
-            user=self._user,
-            capture_output=True,
-            text=True,
-            check=False,
-            cwd=self.root,
-            stdin=subprocess.DEVNULL,
-        )
-        if done.returncode != 0:
-            log = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
-            raise RuntimeError(f"{' '.join(command)} failed:\n{done.stdout}{done.stderr}\n{log}")
-
-    def start(self, *, durable: bool = False) -> None:
-        self._run(
-            "initdb",
-            "-D",
-            str(self.data),
-            "-U",
-            "postgres",
-            "-A",
-            "trust",
-            "-E",
-            "UTF8",
-            "--locale=C",
-            "-N",
-        )
-        settings = {
-            "listen_addresses": "''",
-            "unix_socket_directories": f"'{self.root}'",
-            "port": str(PORT),
-            # A test cluster: speed over durability (a benchmark asks for durability).
-            "fsync": "on" if durable else "off",
-            "synchronous_commit": "on" if durable else "off",
-            "full_page_writes": "on" if durable else "off",
-            "max_connections": "200",
-            "shared_buffers": "64MB",
-            "log_min_messages": "warning",
-        }
-        with open(self.data / "postgresql.conf", "a", encoding="utf-8") as conf:
-            conf.writelines(f"{key} = {value}\n" for key, value in settings.items())
-        self._pg_ctl("start")
-        self.prepare()
-
-    def _pg_ctl(self, action: str, *extra: str) -> None:
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.log),
-            "-w",
-            "-t",
-            str(PG_CTL_WAIT_SECONDS),
-            action,
-            *extra,
-        )
+    def __init__(self, cluster: ThrowawayCluster) -> None:
+        super().__init__(cluster.admin_dsn)
+        self.cluster = cluster
+        self.root = cluster.root
 
     def restart(self) -> None:
         """Stop (fast: sessions are terminated) and start again, as an operator would."""
-        self._pg_ctl("restart", "-m", "fast")
+        self.cluster.restart()
 
     def stop(self, *, force: bool = False) -> None:
-        if os.getpid() != self._owner_pid and not force:
-            return  # a forked child exiting must not take the parent's cluster down
-        if (self.data / "postmaster.pid").exists():
-            with contextlib.suppress(RuntimeError):
-                self._pg_ctl("stop", "-m", "immediate")
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _reap_stale_clusters() -> None:
-    # A run killed outright (kill -9) leaves its cluster behind: stop and remove every
-    # one whose owning test process is gone.
-    for owner_file in Path("/tmp").glob("agent17-pg-*/owner.pid"):
-        try:
-            owner = int(owner_file.read_text())
-            os.kill(owner, 0)
-        except ProcessLookupError:
-            pass
-        except (ValueError, OSError):
-            continue
-        else:
-            continue
-        bindir, root = find_bindir(), owner_file.parent
-        if bindir is not None and (root / "data" / "postmaster.pid").exists():
-            stale = Cluster(bindir, root, _unprivileged_user())
-            stale.stop(force=True)
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def _unprivileged_user() -> str | None:
-    if os.geteuid() != 0:
-        return None
-    try:
-        pwd.getpwnam(UNPRIVILEGED_USER)
-    except KeyError:
-        raise LookupError(
-            f"running as root and there is no user {UNPRIVILEGED_USER!r} to run PostgreSQL as"
-        ) from None
-    return UNPRIVILEGED_USER
+        self.cluster.stop(force=force)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -275,17 +153,13 @@ def start_cluster(*, durable: bool = False) -> Cluster:
             "no PostgreSQL binaries (initdb, pg_ctl) found: install PostgreSQL"
             f" (apt-get install postgresql) or set {ENV_DSN}"
         )
-    user = _unprivileged_user()
-    _reap_stale_clusters()
-    root = Path(tempfile.mkdtemp(prefix="agent17-pg-", dir="/tmp"))
-    (root / "owner.pid").write_text(str(os.getpid()))
-    if user is not None:
-        shutil.chown(root, user=user)
-    cluster = Cluster(bindir, root, user)
-    atexit.register(cluster.stop)
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    cluster.start(durable=durable)
+    try:
+        cluster = Cluster(pg_tools.start_cluster(durable=durable, bindir=bindir))
+    except pg_tools.ClusterUnavailable as error:
+        raise RuntimeError(str(error)) from None
+    cluster.prepare()
     return cluster
 
 
