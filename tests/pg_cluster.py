@@ -54,6 +54,15 @@ class Server:
 
         return psycopg.conninfo.make_conninfo(self.admin_dsn, dbname=dbname)
 
+    def url(self, dbname: str) -> str:
+        """The same as a `postgresql://` URL (what `--store` takes): every setting a parameter."""
+        import urllib.parse
+
+        import psycopg
+
+        parts = psycopg.conninfo.conninfo_to_dict(self.dsn(dbname))
+        return "postgresql:///?" + urllib.parse.urlencode({k: str(v) for k, v in parts.items()})
+
     @contextlib.contextmanager
     def admin(self, dbname: str = "postgres") -> Iterator[Any]:
         """An autocommit superuser connection."""

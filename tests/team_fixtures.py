@@ -17,16 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from store_fixtures import new_store
+from team_backends import TeamPlace
 
 from agent17 import (
     DirectTaskClaimService,
-    SqliteTaskStore,
     TaskStatus,
     ToolContext,
     WorkStealingRuntime,
 )
 from agent17.deterministic import ManualClock, uuid_sequence
-from agent17.team.mailbox import Mailbox
+from agent17.team.mailbox import Mailbox, TeamMailbox
 from agent17.team.protocol import ProtocolMessage, TeamProtocol, encode_message
 from agent17.team.runtime import TeammateRuntime
 from agent17.team.sleepers import Sleeper
@@ -104,8 +104,8 @@ class Team:
     """Everything one test's team is made of, built on one workspace."""
 
     workspace: Path
-    store: SqliteTaskStore
-    mailbox: Mailbox
+    store: Any
+    mailbox: TeamMailbox
     protocol: TeamProtocol
     work_stealing: WorkStealingRuntime
     runtime: TeammateRuntime
@@ -132,10 +132,14 @@ def team(
     poll_interval_seconds: float = 5.0,
     max_idle_polls: int = 12,
     clock: ManualClock | None = None,
+    place: TeamPlace | None = None,
 ) -> Iterator[Team]:
-    """A wired team (protocol, board, fake agents) with fixed ids; stopped and closed after."""
-    store = new_store(workspace, clock=clock)
-    mailbox = Mailbox(workspace)
+    """A wired team (protocol, board, fake agents) with fixed ids; stopped and closed after.
+
+    `place`: where the board and the mailbox live (default: SQLite files in `workspace`).
+    """
+    store: Any = new_store(workspace, clock=clock) if place is None else place.store(clock=clock)
+    mailbox: TeamMailbox = Mailbox(workspace) if place is None else place.mailbox()
     protocol = TeamProtocol(mailbox, new_request_id=uuid_sequence(REQUEST_BLOCK))
     work_stealing = WorkStealingRuntime(
         store=store,
@@ -167,7 +171,7 @@ def team(
         store.close()
 
 
-def post(mailbox: Mailbox, to: str, message: ProtocolMessage, *, sender: str) -> None:
+def post(mailbox: TeamMailbox, to: str, message: ProtocolMessage, *, sender: str) -> None:
     """Put a typed message in `to`'s mailbox as `sender` (even one our tools would refuse)."""
     kind, body = encode_message(message)
     mailbox.send(to, sender=sender, kind=kind, body=body)

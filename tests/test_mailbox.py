@@ -1,4 +1,9 @@
-"""The persistent mailbox: claim-then-ack delivery, redelivery after a crash, wake-ups, safety."""
+"""The persistent mailbox: claim-then-ack delivery, redelivery after a crash, wake-ups, safety.
+
+What the mailbox promises holds on both engines (the `place` fixture); what is
+about its SQLite file (paths, links, damage, the file lock) is tested on SQLite,
+and PostgreSQL's own faults in test_team_postgres.py.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +14,14 @@ import select
 import shutil
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import store_workers
 import team_workers
 from store_fixtures import db_path, digest, new_store, raw_connection
+from team_backends import BACKENDS, TeamPlace, make_place
 
 from agent17.team.mailbox import (
     Envelope,
@@ -23,17 +29,26 @@ from agent17.team.mailbox import (
     MailboxError,
     MailboxTransaction,
     MessageState,
+    TeamMailbox,
     WakeRegistry,
 )
 
 spawn = multiprocessing.get_context("spawn")
 
 
+@pytest.fixture(params=BACKENDS)
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TeamPlace]:
+    """The mailbox's home on each engine: the workspace's file, or a PostgreSQL database."""
+    made = make_place(request.param, tmp_path)
+    yield made
+    made.close()
+
+
 def mailbox_path(workspace: Path) -> Path:
     return workspace / ".agent_tutorial" / "mailbox.sqlite3"
 
 
-def send_text(mailbox: Mailbox, to: str, text: str, sender: str = "lead") -> int:
+def send_text(mailbox: TeamMailbox, to: str, text: str, sender: str = "lead") -> int:
     return mailbox.send(to, sender=sender, kind="text", body=f'{{"content": "{text}"}}').sequence
 
 
@@ -44,8 +59,8 @@ def test_the_mailbox_lives_in_its_own_file_beside_the_task_database(tmp_path: Pa
         assert not (tmp_path / ".agent_tutorial" / "tasks.sqlite3").exists()
 
 
-def test_messages_are_claimed_one_at_a_time_in_sending_order(tmp_path: Path) -> None:
-    with Mailbox(tmp_path) as mailbox:
+def test_messages_are_claimed_one_at_a_time_in_sending_order(place: TeamPlace) -> None:
+    with place.mailbox() as mailbox:
         first = send_text(mailbox, "alice", "one")
         send_text(mailbox, "bob", "for bob")
         second = send_text(mailbox, "alice", "two")
@@ -67,19 +82,19 @@ def test_messages_are_claimed_one_at_a_time_in_sending_order(tmp_path: Path) -> 
 
 
 def test_a_claimed_message_is_not_delivered_twice_while_it_is_being_handled(
-    tmp_path: Path,
+    place: TeamPlace,
 ) -> None:
-    with Mailbox(tmp_path) as mailbox:
+    with place.mailbox() as mailbox:
         send_text(mailbox, "alice", "only")
         assert mailbox.claim("alice") is not None
         assert mailbox.claim("alice") is None
         assert mailbox.unacked_count("alice") == 1
 
 
-def test_messages_survive_reopening_the_mailbox(tmp_path: Path) -> None:
-    with Mailbox(tmp_path) as mailbox:
+def test_messages_survive_reopening_the_mailbox(place: TeamPlace) -> None:
+    with place.mailbox() as mailbox:
         sequence = send_text(mailbox, "alice", "persist me")
-    with Mailbox(tmp_path) as reopened:
+    with place.mailbox() as reopened:
         claimed = reopened.claim("alice")
         assert claimed is not None
         assert claimed.sequence == sequence
@@ -87,12 +102,12 @@ def test_messages_survive_reopening_the_mailbox(tmp_path: Path) -> None:
         assert (claimed.sender, claimed.kind) == ("lead", "text")
 
 
-def test_a_claimed_but_unacked_message_is_delivered_again_after_a_restart(tmp_path: Path) -> None:
-    with Mailbox(tmp_path) as crashed:
+def test_a_claimed_but_unacked_message_is_delivered_again_after_a_restart(place: TeamPlace) -> None:
+    with place.mailbox() as crashed:
         sequence = send_text(crashed, "alice", "handle me")
         assert crashed.claim("alice") is not None
         # The process dies here: no ack.
-    with Mailbox(tmp_path) as restarted:
+    with place.mailbox() as restarted:
         assert restarted.claim("alice") is None  # still claimed on disk
         assert restarted.requeue_unacked("alice") == 1
         redelivered = restarted.claim("alice")
@@ -103,8 +118,8 @@ def test_a_claimed_but_unacked_message_is_delivered_again_after_a_restart(tmp_pa
         assert restarted.claim("alice") is None
 
 
-def test_requeue_only_touches_the_named_recipient(tmp_path: Path) -> None:
-    with Mailbox(tmp_path) as mailbox:
+def test_requeue_only_touches_the_named_recipient(place: TeamPlace) -> None:
+    with place.mailbox() as mailbox:
         send_text(mailbox, "alice", "a")
         send_text(mailbox, "bob", "b")
         assert mailbox.claim("alice") is not None
@@ -113,8 +128,8 @@ def test_requeue_only_touches_the_named_recipient(tmp_path: Path) -> None:
         assert [m.state for m in mailbox.messages()] == [MessageState.QUEUED, MessageState.CLAIMED]
 
 
-def test_acking_a_message_that_is_not_claimed_is_refused(tmp_path: Path) -> None:
-    with Mailbox(tmp_path) as mailbox:
+def test_acking_a_message_that_is_not_claimed_is_refused(place: TeamPlace) -> None:
+    with place.mailbox() as mailbox:
         send_text(mailbox, "alice", "x")
         (queued,) = mailbox.messages("alice")
         with pytest.raises(MailboxError) as not_claimed:
@@ -146,9 +161,9 @@ def test_acking_a_message_that_is_not_claimed_is_refused(tmp_path: Path) -> None
     ids=repr,
 )
 def test_a_bad_message_is_refused_with_a_code_and_nothing_is_stored(
-    tmp_path: Path, recipient: str, sender: str, kind: str, body: str, code: str
+    place: TeamPlace, recipient: str, sender: str, kind: str, body: str, code: str
 ) -> None:
-    with Mailbox(tmp_path) as mailbox:
+    with place.mailbox() as mailbox:
         with pytest.raises(MailboxError) as refused:
             mailbox.send(recipient, sender=sender, kind=kind, body=body)
         assert refused.value.code == code
@@ -159,18 +174,18 @@ def test_a_bad_message_is_refused_with_a_code_and_nothing_is_stored(
 
 
 @pytest.mark.parametrize("body", ["plain words", "", "ünïcode ✓\n\ttabs", "x" * 100_000])
-def test_any_valid_text_is_a_body_and_comes_back_exactly(tmp_path: Path, body: str) -> None:
-    with Mailbox(tmp_path) as mailbox:
+def test_any_valid_text_is_a_body_and_comes_back_exactly(place: TeamPlace, body: str) -> None:
+    with place.mailbox() as mailbox:
         mailbox.send("alice", sender="lead", kind="note", body=body)
         claimed = mailbox.claim("alice")
         assert claimed is not None and claimed.body == body
 
 
-def test_sending_wakes_the_recipient_and_nobody_else(tmp_path: Path) -> None:
+def test_sending_wakes_the_recipient_and_nobody_else(place: TeamPlace) -> None:
     wakeups = WakeRegistry()
     heard: list[str] = []
     wakeups.subscribe(heard.append)
-    with Mailbox(tmp_path, wakeups=wakeups) as mailbox:
+    with place.mailbox(wakeups=wakeups) as mailbox:
         alice, bob = wakeups.event_for("alice"), wakeups.event_for("bob")
         send_text(mailbox, "alice", "wake up")
         assert alice.is_set()
@@ -179,12 +194,12 @@ def test_sending_wakes_the_recipient_and_nobody_else(tmp_path: Path) -> None:
         assert wakeups.event_for("alice") is alice
 
 
-def test_a_rolled_back_transaction_stores_nothing_and_wakes_nobody(tmp_path: Path) -> None:
+def test_a_rolled_back_transaction_stores_nothing_and_wakes_nobody(place: TeamPlace) -> None:
     def send_then_crash(handle: MailboxTransaction) -> None:
         handle.send("alice", sender="lead", kind="text", body="{}")
         raise RuntimeError("crash before commit")
 
-    with Mailbox(tmp_path) as mailbox:
+    with place.mailbox() as mailbox:
         with pytest.raises(RuntimeError):
             mailbox.transaction(send_then_crash)
         assert mailbox.messages() == []
@@ -192,13 +207,13 @@ def test_a_rolled_back_transaction_stores_nothing_and_wakes_nobody(tmp_path: Pat
 
 
 def test_an_interrupt_inside_a_transaction_leaves_the_mailbox_usable_and_unlocked(
-    tmp_path: Path,
+    place: TeamPlace,
 ) -> None:
     def send_then_interrupt(handle: MailboxTransaction) -> None:
         handle.send("alice", sender="lead", kind="text", body="{}")
         raise KeyboardInterrupt
 
-    with Mailbox(tmp_path) as mailbox, Mailbox(tmp_path) as other:
+    with place.mailbox() as mailbox, place.mailbox() as other:
         with pytest.raises(KeyboardInterrupt):
             mailbox.transaction(send_then_interrupt)
         send_text(other, "bob", "not blocked")  # another writer is not locked out
@@ -206,14 +221,14 @@ def test_an_interrupt_inside_a_transaction_leaves_the_mailbox_usable_and_unlocke
         assert [m.recipient for m in mailbox.messages()] == ["bob", "alice"]
 
 
-def test_two_mailboxes_on_one_file_never_deliver_a_message_twice(tmp_path: Path) -> None:
-    with Mailbox(tmp_path) as first, Mailbox(tmp_path) as second:
+def test_two_mailboxes_on_one_file_never_deliver_a_message_twice(place: TeamPlace) -> None:
+    with place.mailbox() as first, place.mailbox() as second:
         for number in range(60):
             send_text(first, "alice", f"m{number}")
         start = threading.Barrier(2)
         taken: dict[str, list[int]] = {"first": [], "second": []}
 
-        def drain(label: str, mailbox: Mailbox) -> None:
+        def drain(label: str, mailbox: TeamMailbox) -> None:
             start.wait()
             while (envelope := mailbox.claim("alice")) is not None:
                 taken[label].append(envelope.sequence)
@@ -382,9 +397,9 @@ def test_keyboard_interrupt_while_waiting_for_the_mailbox_lock_leaves_no_lock_he
 
 @pytest.mark.parametrize("recipient", ["", "\x00alice", "\ud800", 5, ["alice"], 2**64], ids=repr)
 def test_reading_the_messages_of_a_bad_name_is_invalid_recipient(
-    tmp_path: Path, recipient: object
+    place: TeamPlace, recipient: object
 ) -> None:
-    with Mailbox(tmp_path) as mailbox:
+    with place.mailbox() as mailbox:
         for action in (
             lambda: mailbox.messages(recipient),  # type: ignore[arg-type]
             lambda: mailbox.unacked_count(recipient),  # type: ignore[arg-type]
@@ -418,9 +433,9 @@ def test_reading_the_messages_of_a_bad_name_is_invalid_recipient(
     ],
 )
 def test_acking_something_that_cannot_name_a_message_is_refused_and_changes_nothing(
-    tmp_path: Path, change: Callable[[Envelope], object], code: str
+    place: TeamPlace, change: Callable[[Envelope], object], code: str
 ) -> None:
-    with Mailbox(tmp_path) as mailbox:
+    with place.mailbox() as mailbox:
         send_text(mailbox, "alice", "x")
         claimed = mailbox.claim("alice")
         assert claimed is not None

@@ -1,14 +1,19 @@
-"""The typed protocol: encoding, the deterministic router, request ids and the plan gate."""
+"""The typed protocol: encoding, the deterministic router, request ids and the plan gate.
+
+Everything stored (plans, verdicts, handshakes) is tested on both engines.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from team_backends import BACKENDS, TeamPlace, make_place
 from team_fixtures import request_id
 
 from agent17.deterministic import uuid_sequence
-from agent17.team.mailbox import Envelope, Mailbox, MailboxError, MessageState
+from agent17.team.mailbox import Envelope, MailboxError, MessageState
 from agent17.team.protocol import (
     MessageKind,
     PlanResponse,
@@ -29,8 +34,16 @@ ID = "00000000-0000-4000-8000-000000000001"
 MISDIRECTED = "misdirected_message"
 
 
-def new_protocol(workspace: Path) -> TeamProtocol:
-    return TeamProtocol(Mailbox(workspace), new_request_id=uuid_sequence(5))
+@pytest.fixture(params=BACKENDS)
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TeamPlace]:
+    """The team's mailbox (and its plans) on each engine."""
+    made = make_place(request.param, tmp_path)
+    yield made
+    made.close()
+
+
+def new_protocol(place: TeamPlace) -> TeamProtocol:
+    return TeamProtocol(place.mailbox(), new_request_id=uuid_sequence(5))
 
 
 def deliver(protocol: TeamProtocol, to: str, message: ProtocolMessage, sender: str) -> Envelope:
@@ -93,9 +106,9 @@ def test_a_malformed_message_is_an_error_with_a_code(kind: str, body: str, code:
     ],
 )
 def test_the_router_sends_each_message_to_exactly_one_handler(
-    tmp_path: Path, message: ProtocolMessage, sender: str, route: Route, error_code: str
+    place: TeamPlace, message: ProtocolMessage, sender: str, route: Route, error_code: str
 ) -> None:
-    protocol = new_protocol(tmp_path)
+    protocol = new_protocol(place)
     envelope = deliver(protocol, "alice", message, sender)
     routed = protocol.route(envelope)
     assert (routed.route, routed.error_code) == (route, error_code)
@@ -103,8 +116,8 @@ def test_the_router_sends_each_message_to_exactly_one_handler(
     assert protocol.route(envelope) == routed  # deterministic
 
 
-def test_the_router_rejects_a_malformed_body_instead_of_crashing(tmp_path: Path) -> None:
-    protocol = new_protocol(tmp_path)
+def test_the_router_rejects_a_malformed_body_instead_of_crashing(place: TeamPlace) -> None:
+    protocol = new_protocol(place)
     protocol.mailbox.send("alice", sender="lead", kind="plan_response", body='{"approved": 1}')
     envelope = protocol.mailbox.claim("alice")
     assert envelope is not None
@@ -116,25 +129,25 @@ def test_the_router_rejects_a_malformed_body_instead_of_crashing(tmp_path: Path)
     )
 
 
-def test_request_ids_come_from_the_injected_factory(tmp_path: Path) -> None:
-    protocol = new_protocol(tmp_path)
+def test_request_ids_come_from_the_injected_factory(place: TeamPlace) -> None:
+    protocol = new_protocol(place)
     assert protocol.request_shutdown("alice").request_id == request_id(1)
     assert protocol.submit_plan("bob", "plan").request_id == request_id(2)
 
 
-def test_a_factory_that_returns_a_non_canonical_id_is_a_wiring_bug(tmp_path: Path) -> None:
-    protocol = TeamProtocol(Mailbox(tmp_path), new_request_id=lambda: "request-1")
+def test_a_factory_that_returns_a_non_canonical_id_is_a_wiring_bug(place: TeamPlace) -> None:
+    protocol = TeamProtocol(place.mailbox(), new_request_id=lambda: "request-1")
     with pytest.raises(ValueError, match="non-canonical"):
         protocol.request_shutdown("alice")
     assert protocol.mailbox.messages() == []
 
 
-def test_no_plan_allows_effectful_work(tmp_path: Path) -> None:
-    assert new_protocol(tmp_path).plan_allows_effectful("alice") is True
+def test_no_plan_allows_effectful_work(place: TeamPlace) -> None:
+    assert new_protocol(place).plan_allows_effectful("alice") is True
 
 
-def test_a_submitted_plan_is_pending_and_reaches_the_lead_in_one_step(tmp_path: Path) -> None:
-    protocol = new_protocol(tmp_path)
+def test_a_submitted_plan_is_pending_and_reaches_the_lead_in_one_step(place: TeamPlace) -> None:
+    protocol = new_protocol(place)
     submission = protocol.submit_plan("alice", "1. read the spec")
     latest = protocol.latest_plan("alice")
     assert latest is not None
@@ -150,8 +163,8 @@ def test_a_submitted_plan_is_pending_and_reaches_the_lead_in_one_step(tmp_path: 
     assert delivery.message == submission
 
 
-def test_an_empty_plan_is_refused(tmp_path: Path) -> None:
-    protocol = new_protocol(tmp_path)
+def test_an_empty_plan_is_refused(place: TeamPlace) -> None:
+    protocol = new_protocol(place)
     with pytest.raises(ProtocolError) as refused:
         protocol.submit_plan("alice", "  ")
     assert refused.value.code == "empty_plan"
@@ -171,9 +184,9 @@ def respond(protocol: TeamProtocol, name: str, response: PlanResponse) -> tuple[
     [(True, True, PlanStatus.APPROVED), (False, False, PlanStatus.REJECTED)],
 )
 def test_the_leads_verdict_moves_the_gate_when_the_teammate_handles_it(
-    tmp_path: Path, approved: bool, allowed: bool, status: PlanStatus
+    place: TeamPlace, approved: bool, allowed: bool, status: PlanStatus
 ) -> None:
-    protocol = new_protocol(tmp_path)
+    protocol = new_protocol(place)
     submission = protocol.submit_plan("alice", "plan")
     response = protocol.review_plan(submission.request_id, approve=approved, feedback="ok")
     assert protocol.plan_allows_effectful("alice") is False  # not handled yet
@@ -187,16 +200,16 @@ def test_the_leads_verdict_moves_the_gate_when_the_teammate_handles_it(
     assert latest is not None and (latest.status, latest.feedback) == (status, "ok")
 
 
-def test_a_response_to_an_unknown_request_leaves_the_gate_closed(tmp_path: Path) -> None:
-    protocol = new_protocol(tmp_path)
+def test_a_response_to_an_unknown_request_leaves_the_gate_closed(place: TeamPlace) -> None:
+    protocol = new_protocol(place)
     protocol.submit_plan("alice", "plan")
     unknown = PlanResponse(request_id=ID, approved=True)
     assert respond(protocol, "alice", unknown) == (False, "unknown_request")
     assert protocol.plan_allows_effectful("alice") is False
 
 
-def test_a_response_to_a_superseded_plan_leaves_the_gate_closed(tmp_path: Path) -> None:
-    protocol = new_protocol(tmp_path)
+def test_a_response_to_a_superseded_plan_leaves_the_gate_closed(place: TeamPlace) -> None:
+    protocol = new_protocol(place)
     old = protocol.submit_plan("alice", "first plan")
     protocol.submit_plan("alice", "second plan")
     stale = PlanResponse(request_id=old.request_id, approved=True)
@@ -204,8 +217,8 @@ def test_a_response_to_a_superseded_plan_leaves_the_gate_closed(tmp_path: Path) 
     assert protocol.plan_allows_effectful("alice") is False
 
 
-def test_a_response_to_someone_elses_plan_leaves_the_gate_closed(tmp_path: Path) -> None:
-    protocol = new_protocol(tmp_path)
+def test_a_response_to_someone_elses_plan_leaves_the_gate_closed(place: TeamPlace) -> None:
+    protocol = new_protocol(place)
     protocol.submit_plan("alice", "alice's plan")
     bobs = protocol.submit_plan("bob", "bob's plan")
     assert respond(protocol, "alice", PlanResponse(request_id=bobs.request_id, approved=True)) == (
@@ -216,8 +229,8 @@ def test_a_response_to_someone_elses_plan_leaves_the_gate_closed(tmp_path: Path)
     assert protocol.plan_allows_effectful("bob") is False
 
 
-def test_a_second_verdict_on_a_decided_plan_changes_nothing(tmp_path: Path) -> None:
-    protocol = new_protocol(tmp_path)
+def test_a_second_verdict_on_a_decided_plan_changes_nothing(place: TeamPlace) -> None:
+    protocol = new_protocol(place)
     plan = protocol.submit_plan("alice", "plan")
     rejected = PlanResponse(request_id=plan.request_id, approved=False)
     approved = PlanResponse(request_id=plan.request_id, approved=True)
@@ -226,8 +239,8 @@ def test_a_second_verdict_on_a_decided_plan_changes_nothing(tmp_path: Path) -> N
     assert protocol.plan_allows_effectful("alice") is False
 
 
-def test_a_new_plan_after_approval_closes_the_gate_again(tmp_path: Path) -> None:
-    protocol = new_protocol(tmp_path)
+def test_a_new_plan_after_approval_closes_the_gate_again(place: TeamPlace) -> None:
+    protocol = new_protocol(place)
     first = protocol.submit_plan("alice", "plan one")
     respond(protocol, "alice", PlanResponse(request_id=first.request_id, approved=True))
     assert protocol.plan_allows_effectful("alice") is True
@@ -236,8 +249,10 @@ def test_a_new_plan_after_approval_closes_the_gate_again(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("case", ["unknown", "stale", "reviewed"])
-def test_the_lead_cannot_review_an_unknown_stale_or_decided_plan(tmp_path: Path, case: str) -> None:
-    protocol = new_protocol(tmp_path)
+def test_the_lead_cannot_review_an_unknown_stale_or_decided_plan(
+    place: TeamPlace, case: str
+) -> None:
+    protocol = new_protocol(place)
     first = protocol.submit_plan("alice", "plan one")
     target, code = {
         "unknown": (ID, "unknown_plan_request"),
@@ -256,9 +271,9 @@ def test_the_lead_cannot_review_an_unknown_stale_or_decided_plan(tmp_path: Path,
 
 
 def test_a_second_verdict_on_one_plan_is_refused_before_the_teammate_reads_the_first(
-    tmp_path: Path,
+    place: TeamPlace,
 ) -> None:
-    protocol = new_protocol(tmp_path)
+    protocol = new_protocol(place)
     plan = protocol.submit_plan("alice", "plan one")
     protocol.review_plan(plan.request_id, approve=True)
     # alice has not read the approval yet: the plan is still pending, but answered.
@@ -270,8 +285,8 @@ def test_a_second_verdict_on_one_plan_is_refused_before_the_teammate_reads_the_f
     assert len(verdicts) == 1
 
 
-def test_the_leads_review_queue_holds_each_agents_latest_unanswered_plan(tmp_path: Path) -> None:
-    protocol = new_protocol(tmp_path)
+def test_the_leads_review_queue_holds_each_agents_latest_unanswered_plan(place: TeamPlace) -> None:
+    protocol = new_protocol(place)
     protocol.submit_plan("alice", "old plan")
     newer = protocol.submit_plan("alice", "new plan")
     bobs = protocol.submit_plan("bob", "bob's plan")
@@ -282,8 +297,10 @@ def test_the_leads_review_queue_holds_each_agents_latest_unanswered_plan(tmp_pat
 
 
 @pytest.mark.parametrize("name", ["", "\x00alice", "al\nice", "\ud800", "x" * 201], ids=repr)
-def test_a_bad_agent_name_is_a_coded_refusal_and_stores_nothing(tmp_path: Path, name: str) -> None:
-    protocol = new_protocol(tmp_path)
+def test_a_bad_agent_name_is_a_coded_refusal_and_stores_nothing(
+    place: TeamPlace, name: str
+) -> None:
+    protocol = new_protocol(place)
     for action in (
         lambda: protocol.submit_plan(name, "a plan"),
         lambda: protocol.request_shutdown(name),
@@ -296,19 +313,19 @@ def test_a_bad_agent_name_is_a_coded_refusal_and_stores_nothing(tmp_path: Path, 
     assert protocol.plans() == [] and protocol.mailbox.messages() == []
 
 
-def test_plans_and_their_verdicts_survive_reopening(tmp_path: Path) -> None:
-    protocol = new_protocol(tmp_path)
+def test_plans_and_their_verdicts_survive_reopening(place: TeamPlace) -> None:
+    protocol = new_protocol(place)
     plan = protocol.submit_plan("alice", "plan")
     respond(protocol, "alice", PlanResponse(request_id=plan.request_id, approved=False))
     protocol.mailbox.close()
-    reopened = TeamProtocol(Mailbox(tmp_path))
+    reopened = TeamProtocol(place.mailbox())
     assert reopened.plan_allows_effectful("alice") is False
     latest = reopened.latest_plan("alice")
     assert latest is not None and latest.status is PlanStatus.REJECTED
 
 
-def test_accepting_a_shutdown_answers_the_lead_and_acks_in_one_step(tmp_path: Path) -> None:
-    protocol = new_protocol(tmp_path)
+def test_accepting_a_shutdown_answers_the_lead_and_acks_in_one_step(place: TeamPlace) -> None:
+    protocol = new_protocol(place)
     request = protocol.request_shutdown("alice")
     envelope = protocol.mailbox.claim("alice")
     assert envelope is not None
@@ -319,8 +336,8 @@ def test_accepting_a_shutdown_answers_the_lead_and_acks_in_one_step(tmp_path: Pa
     assert (delivery.envelope.sender, delivery.message) == ("alice", response)
 
 
-def test_the_leads_inbox_reports_a_malformed_message_instead_of_crashing(tmp_path: Path) -> None:
-    protocol = new_protocol(tmp_path)
+def test_the_leads_inbox_reports_a_malformed_message_instead_of_crashing(place: TeamPlace) -> None:
+    protocol = new_protocol(place)
     protocol.mailbox.send("lead", sender="alice", kind=MessageKind.TEXT.value, body='{"x": 1}')
     protocol.send_text("lead", "hello", sender="bob")
     broken, fine = protocol.receive_all("lead")
@@ -331,8 +348,8 @@ def test_the_leads_inbox_reports_a_malformed_message_instead_of_crashing(tmp_pat
 
 
 @pytest.mark.parametrize("name", ["", "\x00alice", "\ud800", 5, None, ["alice"]], ids=repr)
-def test_reading_the_plan_gate_of_a_bad_name_is_invalid_sender(tmp_path: Path, name: str) -> None:
-    protocol = new_protocol(tmp_path)
+def test_reading_the_plan_gate_of_a_bad_name_is_invalid_sender(place: TeamPlace, name: str) -> None:
+    protocol = new_protocol(place)
     for action in (
         lambda: protocol.latest_plan(name),
         lambda: protocol.plan_allows_effectful(name),
@@ -348,9 +365,9 @@ def test_reading_the_plan_gate_of_a_bad_name_is_invalid_sender(tmp_path: Path, n
     ids=repr,
 )
 def test_a_review_with_bad_arguments_is_a_malformed_message_and_sends_nothing(
-    tmp_path: Path, request_id_: object, approve: object, feedback: object
+    place: TeamPlace, request_id_: object, approve: object, feedback: object
 ) -> None:
-    protocol = new_protocol(tmp_path)
+    protocol = new_protocol(place)
     submitted = protocol.submit_plan("alice", "1. read")
     rid = submitted.request_id if request_id_ == ID else request_id_
     before = protocol.mailbox.messages()

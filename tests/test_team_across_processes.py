@@ -1,7 +1,7 @@
 """What the team shares across threads and processes: names, closed state, wake-ups, time.
 
-The registry (one live worker per name, closed state on disk), the watching
-sleeper (a commit by another connection ends a wait; its own do not), and the
+The registry (one live worker per name, closed state stored; on both engines),
+the watching sleeper (a commit by another connection ends a wait; its own do not), and the
 simulated time the demo runs on (one thread at a time, the clock jumps when
 all wait, the same order every run).
 """
@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from team_backends import BACKENDS, TeamPlace, make_place
 from team_fixtures import lead_context, team
 
 from agent17 import SqliteTaskStore
@@ -29,8 +31,16 @@ from agent17.tools.team_tools import lead_team_tool_definitions
 # -- the registry ------------------------------------------------------------------------
 
 
-def test_a_name_held_by_a_live_worker_is_refused_until_it_leaves(tmp_path: Path) -> None:
-    with Mailbox(tmp_path) as first_process, Mailbox(tmp_path) as second_process:
+@pytest.fixture(params=BACKENDS)
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TeamPlace]:
+    """The team's state on each engine."""
+    made = make_place(request.param, tmp_path)
+    yield made
+    made.close()
+
+
+def test_a_name_held_by_a_live_worker_is_refused_until_it_leaves(place: TeamPlace) -> None:
+    with place.mailbox() as first_process, place.mailbox() as second_process:
         held = TeamRegistry(first_process).join("alice")
         with pytest.raises(TeamError) as refused:
             TeamRegistry(second_process).join("alice")
@@ -41,21 +51,21 @@ def test_a_name_held_by_a_live_worker_is_refused_until_it_leaves(tmp_path: Path)
         TeamRegistry(second_process).join("alice").leave()
 
 
-def test_a_shutdown_closes_the_teammate_for_every_reader_of_the_team(tmp_path: Path) -> None:
-    with team(tmp_path) as crew:
+def test_a_shutdown_closes_the_teammate_for_every_reader_of_the_team(place: TeamPlace) -> None:
+    with team(place.workspace, place=place) as crew:
         alice = crew.spawn("alice")
         crew.protocol.request_shutdown("alice")
         assert alice.tick().kind is TickKind.PROTOCOL_HANDLED
         assert alice.closed
-    # Another process, later: the closed state is on disk, not in a Python object.
-    with Mailbox(tmp_path) as elsewhere:
+    # Another process, later: the closed state is stored, not in a Python object.
+    with place.mailbox() as elsewhere:
         (member,) = TeamRegistry(elsewhere).members()
         assert (member.name, member.state) == ("alice", "closed")
         assert TeamRegistry(elsewhere).is_closed("alice")
 
 
-def test_joining_again_after_a_shutdown_makes_the_teammate_active(tmp_path: Path) -> None:
-    with Mailbox(tmp_path) as mailbox:
+def test_joining_again_after_a_shutdown_makes_the_teammate_active(place: TeamPlace) -> None:
+    with place.mailbox() as mailbox:
         registry = TeamRegistry(mailbox)
         registry.join("alice").leave()
         mailbox.transaction(
@@ -67,8 +77,8 @@ def test_joining_again_after_a_shutdown_makes_the_teammate_active(tmp_path: Path
         assert not registry.is_closed("alice")
 
 
-def test_the_lead_cannot_message_a_closed_teammate(tmp_path: Path) -> None:
-    with team(tmp_path) as crew:
+def test_the_lead_cannot_message_a_closed_teammate(place: TeamPlace) -> None:
+    with team(place.workspace, place=place) as crew:
         alice = crew.spawn("alice")
         crew.protocol.request_shutdown("alice")
         alice.tick()

@@ -2,6 +2,8 @@
 
 No sleep orders anything here: each step waits, with a deadline, for what the
 processes report (a line on their output) or write (an event on the board).
+The team's behaviour is tested with its board and mailbox on both engines (the
+`place` fixture: SQLite files, or a PostgreSQL database with `--store`).
 """
 
 from __future__ import annotations
@@ -19,12 +21,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from team_backends import BACKENDS, TeamPlace, make_place
 
-from agent17 import EventKind, SqliteTaskStore, TaskStatus
-from agent17.team.mailbox import Mailbox
+from agent17 import EventKind, TaskStatus
 from agent17.team.protocol import ShutdownResponse, TeamProtocol, TextMessage
 
 pytestmark = pytest.mark.processes
+
+
+@pytest.fixture(params=BACKENDS)
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TeamPlace]:
+    """The team's board and mailbox on each engine; the workspace is the teammates' folder."""
+    made = make_place(request.param, tmp_path)
+    yield made
+    made.close()
+
 
 DEADLINE_SECONDS = 60.0
 
@@ -128,10 +139,10 @@ def integrity(path: Path) -> list[str]:
 
 
 def test_four_teammate_processes_drain_a_dag_of_two_dozen_tasks_with_no_lead(
-    tmp_path: Path, teammates: Callable[..., Teammate]
+    place: TeamPlace, teammates: Callable[..., Teammate]
 ) -> None:
     # Any program can make the board: here a plain script, no Lead at all.
-    store = SqliteTaskStore(tmp_path)
+    store = place.raw_store()
     rng = random.Random(24)
     deps: dict[str, tuple[str, ...]] = {}
     for n in range(24):
@@ -140,8 +151,8 @@ def test_four_teammate_processes_drain_a_dag_of_two_dozen_tasks_with_no_lead(
         deps[task.id] = task.blocked_by
     assert sum(1 for d in deps.values() if d) >= 12
     crew = [
-        teammates(tmp_path, f"worker-{n}", "--work-seconds", "0.05", "--poll-interval", "0.5",
-                  "--max-idle-polls", "2")
+        teammates(place.workspace, f"worker-{n}", *place.cli, "--work-seconds", "0.05",
+                  "--poll-interval", "0.5", "--max-idle-polls", "2")
         for n in range(4)
     ]  # fmt: skip
     for teammate in crew:
@@ -156,19 +167,23 @@ def test_four_teammate_processes_drain_a_dag_of_two_dozen_tasks_with_no_lead(
         for dep in deps[claim.task_id]:
             assert completed[dep] < claim.sequence, "claimed before a dependency completed"
     assert len({e.owner for e in claims}) >= 2  # the work really was shared
-    assert integrity(store.path) == ["ok"]
+    assert place.integrity_problems() == []
 
 
 def test_a_teammate_killed_mid_task_leaves_its_lease_to_expire_and_another_finishes(
-    tmp_path: Path, teammates: Callable[..., Teammate]
+    place: TeamPlace, teammates: Callable[..., Teammate]
 ) -> None:
-    store = SqliteTaskStore(tmp_path)
+    store = place.raw_store()
     task = store.create_task("long job")
-    victim = teammates(tmp_path, "alice", "--work-seconds", "600", "--lease-seconds", "4")
+    victim = teammates(
+        place.workspace, "alice", *place.cli, "--work-seconds", "600", "--lease-seconds", "4"
+    )
     victim.wait_for_line("works on long job")
     (claimed,) = [e for e in store.events() if e.kind is EventKind.CLAIMED]
     # bob waits idle with a 30 s poll; he must wake when the lease runs out, not at his poll.
-    bob = teammates(tmp_path, "bob", "--poll-interval", "30", "--max-idle-polls", "1")
+    bob = teammates(
+        place.workspace, "bob", *place.cli, "--poll-interval", "30", "--max-idle-polls", "1"
+    )
     bob.wait_for_line("joined the team")
     os.kill(victim.process.pid, signal.SIGKILL)
     assert victim.finish() == -signal.SIGKILL
@@ -185,22 +200,26 @@ def test_a_teammate_killed_mid_task_leaves_its_lease_to_expire_and_another_finis
         (EventKind.COMPLETED, "bob"),
     ]
     assert events[-1].claim_token != claimed.claim_token  # the killed token never completed
-    assert integrity(store.path) == ["ok"]
-    assert integrity(tmp_path / ".agent_tutorial" / "mailbox.sqlite3") == ["ok"]
-    # The kernel dropped alice's hold on her name with her process: she can start again.
-    again = teammates(tmp_path, "alice", "--poll-interval", "0.2", "--max-idle-polls", "1")
+    assert place.integrity_problems() == []
+    # Her hold on her name went with her process (the kernel's file lock, the server's
+    # session lock): she can start again.
+    again = teammates(
+        place.workspace, "alice", *place.cli, "--poll-interval", "0.2", "--max-idle-polls", "1"
+    )
     assert again.finish() == 0, again.errors
     bob.process.send_signal(signal.SIGINT)
     bob.finish()
 
 
 def test_a_message_and_a_newly_ready_task_wake_an_idle_teammate_long_before_its_poll(
-    tmp_path: Path, teammates: Callable[..., Teammate]
+    place: TeamPlace, teammates: Callable[..., Teammate]
 ) -> None:
-    store = SqliteTaskStore(tmp_path)
-    mailbox = Mailbox(tmp_path)
+    store = place.raw_store()
+    mailbox = place.mailbox()
     protocol = TeamProtocol(mailbox)
-    alice = teammates(tmp_path, "alice", "--poll-interval", "30", "--max-idle-polls", "5")
+    alice = teammates(
+        place.workspace, "alice", *place.cli, "--poll-interval", "30", "--max-idle-polls", "5"
+    )
     alice.wait_for_line("joined the team")
     # It is idle now, in a 30 s wait. A message from the Lead in this process:
     protocol.send_text("alice", "Please report.", sender="lead")
@@ -223,11 +242,11 @@ def test_a_message_and_a_newly_ready_task_wake_an_idle_teammate_long_before_its_
 
 
 def test_a_second_live_teammate_with_the_same_name_is_refused(
-    tmp_path: Path, teammates: Callable[..., Teammate]
+    place: TeamPlace, teammates: Callable[..., Teammate]
 ) -> None:
-    first = teammates(tmp_path, "alice", "--poll-interval", "30")
+    first = teammates(place.workspace, "alice", *place.cli, "--poll-interval", "30")
     first.wait_for_line("joined the team")
-    second = teammates(tmp_path, "alice", "--poll-interval", "30")
+    second = teammates(place.workspace, "alice", *place.cli, "--poll-interval", "30")
     assert second.finish() == 1
     assert len(second.errors) == 1 and "teammate_running" in second.errors[0]
     assert f"pid {first.process.pid}" in second.errors[0]
@@ -238,32 +257,34 @@ def test_a_second_live_teammate_with_the_same_name_is_refused(
 
 
 def test_an_idle_teammate_exits_0_after_its_idle_timeout_and_fakes_nothing(
-    tmp_path: Path, teammates: Callable[..., Teammate]
+    place: TeamPlace, teammates: Callable[..., Teammate]
 ) -> None:
-    alice = teammates(tmp_path, "alice", "--poll-interval", "0.1", "--max-idle-polls", "3")
+    alice = teammates(
+        place.workspace, "alice", *place.cli, "--poll-interval", "0.1", "--max-idle-polls", "3"
+    )
     assert alice.finish() == 0
     assert alice.seen[-1].endswith(
         "idle timeout: 3 empty polls in a row; exiting (no shutdown was requested)"
     )
-    with Mailbox(tmp_path) as mailbox:
+    with place.mailbox() as mailbox:
         assert mailbox.messages() == []  # no shutdown response, no summary
 
 
 def test_ctrl_c_exits_130_with_every_state_file_whole(
-    tmp_path: Path, teammates: Callable[..., Teammate]
+    place: TeamPlace, teammates: Callable[..., Teammate]
 ) -> None:
-    store = SqliteTaskStore(tmp_path)
+    store = place.raw_store()
     task = store.create_task("A")
-    alice = teammates(tmp_path, "alice", "--work-seconds", "600")
+    alice = teammates(place.workspace, "alice", *place.cli, "--work-seconds", "600")
     alice.wait_for_line("works on A")
     alice.process.send_signal(signal.SIGINT)
     assert alice.finish() == 130
     assert len(alice.errors) == 1 and "interrupted" in alice.errors[0]
-    folder = tmp_path / ".agent_tutorial"
-    for name in ("tasks.sqlite3", "mailbox.sqlite3", "idempotency.sqlite3"):
-        assert integrity(folder / name) == ["ok"], name
+    assert place.integrity_problems() == []
+    # The ledger is this host's own, in the workspace, whichever engine has the board.
+    assert integrity(place.workspace / ".agent_tutorial" / "idempotency.sqlite3") == ["ok"]
     assert store.get_task(task.id).status is TaskStatus.IN_PROGRESS  # its lease will run out
-    with Mailbox(tmp_path) as mailbox:
+    with place.mailbox() as mailbox:
         mailbox.send("anyone", sender="lead", kind="text", body="{}")  # not locked
 
 
