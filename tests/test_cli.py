@@ -1,4 +1,4 @@
-"""The `agent17` command: demo, board and run, as a user runs them."""
+"""The `agent17` command: demo, board and run, as a user runs them (with `--store` too)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,17 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pg_cluster
 import pytest
 from chat_server import ScriptedResponse, answer_with, running_chat_server
+from team_backends import PostgresTeamPlace
 
 import agent17.bootstrap
-from agent17 import SqliteTaskStore, TaskStatus
+from agent17 import PostgresTaskStore, SqliteTaskStore, TaskStatus
 from agent17.agent.models import (
     ScriptedModel,
     minimal_scenario_lead_script,
@@ -44,7 +47,7 @@ def _story(output: str) -> str:
     return "\n".join(
         line
         for line in output.splitlines()
-        if not line.startswith(("workspace:", "See the board again:"))
+        if not line.startswith(("workspace:", "board and mailbox:", "See the board again:"))
     )
 
 
@@ -374,11 +377,138 @@ def test_version_and_every_help_says_what_it_does_and_its_defaults() -> None:
     version = _cli("--version")
     assert version.returncode == 0 and version.stdout.startswith("agent17 ")
     for command, must_say in {
-        "demo": ["--processes", "simulated clock"],
-        "board": ["default: table", "--leases"],
-        "run": ["OPENAI_API_KEY", "OPENAI_BASE_URL", "AGENT17_MODEL"],
-        "teammate": ["default: 5.0", "default: 12", "default: scripted", "OPENAI_BASE_URL", "130"],
+        "demo": ["--processes", "simulated clock", "--store URL", "postgresql://"],
+        "board": ["default: table", "--leases", "--store URL", "postgresql://"],
+        "run": ["OPENAI_API_KEY", "OPENAI_BASE_URL", "AGENT17_MODEL", "--store URL"],
+        "teammate": [
+            "default: 5.0",
+            "default: 12",
+            "default: scripted",
+            "OPENAI_BASE_URL",
+            "130",
+            "--store URL",
+            "other hosts",
+        ],
     }.items():
         text = " ".join(_cli(command, "--help").stdout.split())
         for phrase in must_say:
             assert phrase in text, (command, phrase)
+
+
+# -- --store: the board and the mailbox on PostgreSQL ------------------------------------
+
+
+@pytest.fixture
+def postgres(tmp_path: Path) -> Iterator[PostgresTeamPlace]:
+    """A fresh PostgreSQL database for the team; the workspace is `tmp_path / "ws"`."""
+    made = PostgresTeamPlace(tmp_path / "ws", pg_cluster.server())
+    yield made
+    made.close()
+
+
+def _schemas(place: PostgresTeamPlace) -> list[Any]:
+    with place.board.connection() as connection:
+        return connection.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname = 'agent17'"
+        ).fetchall()
+
+
+def test_demo_on_postgresql_tells_the_same_story_and_passes_the_same_checks(
+    tmp_path: Path, postgres: PostgresTeamPlace
+) -> None:
+    assert postgres.url is not None
+    on_sqlite = _cli("demo", "--workspace", str(tmp_path / "sqlite"))
+    on_postgres = _cli("demo", "--workspace", str(postgres.workspace), "--store", postgres.url)
+    assert on_postgres.returncode == 0, on_postgres.stdout + on_postgres.stderr
+    assert _story(on_postgres.stdout) == _story(on_sqlite.stdout)
+    assert "[FAILED]" not in on_postgres.stdout
+    assert "agent17 board --store" in on_postgres.stdout.splitlines()[-1]
+    with PostgresTaskStore(postgres.dsn) as store:
+        tasks = {task.subject: task for task in store.list_tasks()}
+    assert all(task.status is TaskStatus.COMPLETED for task in tasks.values())
+    assert tasks["A"].owner != tasks["B"].owner
+    # Only this host's own records are in the workspace: no board, no mailbox there.
+    state = postgres.workspace / ".agent_tutorial"
+    assert not (state / "tasks.sqlite3").exists() and not (state / "mailbox.sqlite3").exists()
+    assert (state / "audit.jsonl").exists()
+    again = _cli("demo", "--store", postgres.url)
+    assert again.returncode == 2 and "already has a task board" in again.stderr
+
+
+def test_board_with_a_store_url_prints_that_board_and_never_creates_one(
+    tmp_path: Path, postgres: PostgresTeamPlace
+) -> None:
+    assert postgres.url is not None
+    none_yet = _cli("board", "--store", postgres.url, cwd=tmp_path)
+    assert none_yet.returncode == 2 and "no task board" in none_yet.stderr
+    assert _schemas(postgres) == []  # nothing was made in the database
+    assert list(tmp_path.iterdir()) == []  # nor in the workspace
+    store = postgres.raw_store(lease_seconds=600)
+    a = store.create_task("A")
+    store.create_task("B", blocked_by=[a.id])
+    store.claim_task(a.id, "alice")
+    table = _cli("board", "--store", postgres.url)
+    assert table.returncode == 0, table.stderr
+    assert "alice" in table.stdout.splitlines()[2] and "A" in table.stdout.splitlines()[3]
+    payloads = json.loads(_cli("board", "--store", postgres.url, "--format", "json").stdout)
+    assert [(p["subject"], p["status"]) for p in payloads] == [
+        ("A", "in_progress"),
+        ("B", "pending"),
+    ]
+
+
+def test_demo_with_processes_on_postgresql_holds_its_checks(postgres: PostgresTeamPlace) -> None:
+    assert postgres.url is not None
+    result = _cli(
+        "demo", "--processes", "--workspace", str(postgres.workspace), "--store", postgres.url
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[FAILED]" not in result.stdout
+    joined = [line for line in result.stdout.splitlines() if "] joined the team on" in line]
+    assert len(joined) == 2 and all("PostgreSQL" in line for line in joined)
+    with PostgresTaskStore(postgres.dsn) as store:
+        owners = {e.owner for e in store.events() if e.kind.value == "claimed"}
+    assert owners == {"alice", "bob"}
+
+
+BAD_STORES = {
+    "not postgres": "sqlite:///tmp/board.db",
+    "unreadable": "postgresql://u@h/db?nonsense=1",
+    "unreachable": "postgresql://postgres@%2Fnonexistent-agent17-socket-dir/agent17",
+}
+
+
+@pytest.mark.parametrize("command", ["demo", "board", "teammate", "run"])
+@pytest.mark.parametrize("problem", list(BAD_STORES))
+def test_a_bad_or_unreachable_store_is_one_line_a_failure_and_creates_nothing(
+    tmp_path: Path, command: str, problem: str
+) -> None:
+    workspace = tmp_path / "never-made"
+    options = {
+        "demo": ["demo", "--workspace", str(workspace)],
+        "board": ["board", "--workspace", str(workspace)],
+        "teammate": ["teammate", "--name", "bob", "--workspace", str(workspace)],
+        "run": ["run", "--prompt", "x", "--workspace", str(workspace)],
+    }[command]
+    # A configured model, so that only the store can be what stops `run`.
+    environment = {**_environment_without_openai(), "OPENAI_API_KEY": "sk-never-used"}
+    result = _cli(*options, "--store", BAD_STORES[problem], env=environment, cwd=tmp_path)
+    assert result.returncode != 0
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    expected = "store_unavailable" if problem == "unreachable" else "--store"
+    assert expected in result.stderr
+    assert list(tmp_path.iterdir()) == []  # no workspace, no state folder, no file
+
+
+def test_run_with_a_store_but_no_model_configuration_creates_nothing_anywhere(
+    tmp_path: Path, postgres: PostgresTeamPlace
+) -> None:
+    assert postgres.url is not None
+    result = _cli(
+        "run", "--prompt", "x", "--workspace", str(postgres.workspace), "--store", postgres.url,
+        env=_environment_without_openai(),
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert len(result.stderr.strip().splitlines()) == 1 and "OPENAI_API_KEY" in result.stderr
+    assert not postgres.workspace.exists()
+    assert _schemas(postgres) == []
