@@ -63,6 +63,21 @@ process plays the Lead through the public API (`SqliteTaskStore`, `Mailbox`,
    first and over the last tenth of the drain (read in /proc as the board passes 10%
    and 90% done): what a teammate's task costs as it does more of them. Three rounds
    in the full run.
+
+With `--postgres [DSN]` part 1 also runs with the board and the mailbox in a
+PostgreSQL database (`--store postgresql://...`), in the same run, and a table
+puts the two engines side by side. There the teammate's `NotifySleeper` waits on
+LISTEN: the schemas' triggers send a NOTIFY in the very transaction that queues
+the message or makes the task ready, so no check interval stands between the
+commit and the wake. The Lead's side watches its own mailbox the same way (a
+LISTEN session of its own, which wakes no teammate): a) is again the whole round
+trip, without the ~0.5 ms of looking. b) compares the create's commit (this
+host's clock) with the `claimed` event's time (the server's clock_timestamp()):
+the server runs on this machine, so it is the same clock. Without a DSN a
+throwaway cluster (agent17.store.pg_cluster, durable: fsync and synchronous
+commit on) is started for the run on a Unix socket and removed afterwards; a DSN
+names a server whose role may create databases (one is made and dropped).
+`--wakeups-only` runs part 1 alone.
 """
 
 from __future__ import annotations
@@ -81,10 +96,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing.sharedctypes import Synchronized
@@ -343,28 +359,116 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:,.1f}"
 
 
+class NotifyInboxWatcher:
+    """Looks at the Lead's mailbox in PostgreSQL: a LISTEN session of its own on agent17_mail.
+
+    It only listens and reads, so it never wakes a teammate; it is woken by the very
+    NOTIFY the teammate's reply commits with, so no polling stands in the way.
+    """
+
+    def __init__(self, dsn: str) -> None:
+        import psycopg
+
+        self._connection = psycopg.connect(dsn, autocommit=True)
+        self._connection.execute("LISTEN agent17_mail")
+        (after,) = self._connection.execute(
+            "SELECT coalesce(max(sequence), 0) FROM agent17.messages"
+        ).fetchone() or (0,)
+        self._after = int(after)
+
+    def next_text_from(self, sender: str, watching: Started) -> tuple[float, str]:
+        """Wait for the next text message from `sender` to the Lead (see InboxWatcher)."""
+        deadline = time.perf_counter() + WAIT_SECONDS
+        while True:
+            # Consumed whole before the next statement: the generator holds the connection.
+            notes = list(self._connection.notifies(timeout=0.1, stop_after=1))
+            seen = time.perf_counter()
+            if any(note.payload == LEAD for note in notes):
+                row = self._connection.execute(
+                    "SELECT sequence, kind, body FROM agent17.messages"
+                    " WHERE recipient = %s AND sender = %s AND sequence > %s"
+                    " ORDER BY sequence LIMIT 1",
+                    (LEAD, sender, self._after),
+                ).fetchone()
+                if row is not None:
+                    self._after = int(row[0])
+                    message = decode_message(row[1], row[2])
+                    if not isinstance(message, TextMessage):
+                        raise RuntimeError(f"{sender} sent the Lead a {message.kind}, not text")
+                    return seen, message.content
+            watching.check_alive()
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"no message from {sender} within {WAIT_SECONDS:.0f} s")
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._connection.close()
+
+
+@dataclass(frozen=True, slots=True)
+class WakeEngine:
+    """Where part 1's board and mailbox live, and how the Lead's side watches its inbox."""
+
+    name: str
+    mechanism: str
+    url: str | None  # None: the workspace's SQLite files
+    dsn: str | None = None
+
+    def open(self, workspace: Path) -> tuple[Any, Any]:
+        """The board and the mailbox."""
+        from agent17.team.workplace import open_board, open_mailbox, parse_store_url
+
+        location = parse_store_url(self.url)
+        store = open_board(location, workspace)
+        return store, open_mailbox(location, workspace)
+
+    def watcher(self, mailbox: Any) -> InboxWatcher | NotifyInboxWatcher:
+        return InboxWatcher(mailbox) if self.dsn is None else NotifyInboxWatcher(self.dsn)
+
+    @property
+    def options(self) -> list[str]:
+        return [] if self.url is None else ["--store", self.url]
+
+
+SQLITE_WAKES: Final = WakeEngine(
+    "SQLite", f"PRAGMA data_version checked every {CHECK_SECONDS * 1000:g} ms", None
+)
+
+
 # -- 1) wake-up latency ----------------------------------------------------------------------
 
 
-def bench_wakeups(root: Path, sizes: Sizes, group: ProcessGroup) -> Section:
+@dataclass(slots=True)
+class Wakes:
+    """Part 1's samples on one engine (seconds), warm-up included."""
+
+    engine: WakeEngine
+    message: list[float]
+    task: list[float]
+    handling: list[float]
+
+
+def bench_wakeups(
+    root: Path, sizes: Sizes, group: ProcessGroup, engine: WakeEngine = SQLITE_WAKES
+) -> tuple[Section, Wakes]:
     """A message and a ready task, each `sizes.wakes` times, to one sleeping teammate."""
-    workspace = root / "wake"
+    workspace = root / f"wake-{engine.name.split()[0].lower()}"
     name = "sleeper"
-    store = SqliteTaskStore(workspace)
-    mailbox = Mailbox(workspace)
+    store, mailbox = engine.open(workspace)
     protocol = TeamProtocol(mailbox)
-    watcher: InboxWatcher | None = None
+    watcher: InboxWatcher | NotifyInboxWatcher | None = None
     rng = random.Random(SEED)
     total = WARMUP_WAKES + sizes.wakes
     try:
         teammate = group.teammate(
-            name, workspace, "--poll-interval", f"{WAKE_POLL_SECONDS:g}", "--max-idle-polls", "1000"
-        )
+            name, workspace, *engine.options, "--poll-interval", f"{WAKE_POLL_SECONDS:g}",
+            "--max-idle-polls", "1000",
+        )  # fmt: skip
         wait_joined(mailbox, [teammate])
         time.sleep(1.0)  # its first scan is over: it sleeps
-        watcher = InboxWatcher(mailbox)
+        watcher = engine.watcher(mailbox)
 
-        _progress(f"1a) {total} messages to a sleeping teammate, one at a time")
+        _progress(f"1a) {engine.name}: {total} messages to a sleeping teammate, one at a time")
         message_latency: list[float] = []
         for number in range(total):
             time.sleep(rng.uniform(*SETTLE_SECONDS))
@@ -375,7 +479,7 @@ def bench_wakeups(root: Path, sizes: Sizes, group: ProcessGroup) -> Section:
                 raise RuntimeError(f"{name} answered {content!r} instead of 'Acknowledged.'")
             message_latency.append(seen - sent)
 
-        _progress(f"1b) {total} ready tasks for a sleeping teammate, one at a time")
+        _progress(f"1b) {engine.name}: {total} ready tasks for a sleeping teammate, one at a time")
         created: list[tuple[str, datetime]] = []
         for number in range(total):
             time.sleep(rng.uniform(*SETTLE_SECONDS))
@@ -403,14 +507,21 @@ def bench_wakeups(root: Path, sizes: Sizes, group: ProcessGroup) -> Section:
         ("b) ready task created -> its claimed event", task_latency[counted]),
         ("   claimed -> completed event (the task's handling)", handling[counted]),
     ]
-    section = Section(
-        f"1) wake-up latency: 1 teammate process, --poll-interval {WAKE_POLL_SECONDS:g} s,"
-        f" sleeper checks every {CHECK_SECONDS * 1000:g} ms; {sizes.wakes} wakes each",
-        ["measurement", "n", "p50", "p90", "p99", "max", "unit"],
-    )
+    wakes = Wakes(engine, message_latency, task_latency, handling)
+    if engine.dsn is None:
+        title = (
+            f"1) wake-up latency: 1 teammate process, --poll-interval {WAKE_POLL_SECONDS:g} s,"
+            f" sleeper checks every {CHECK_SECONDS * 1000:g} ms; {sizes.wakes} wakes each"
+        )
+    else:
+        title = (
+            f"1) wake-up latency on {engine.name}: 1 teammate process, --poll-interval"
+            f" {WAKE_POLL_SECONDS:g} s, woken by {engine.mechanism}; {sizes.wakes} wakes each"
+        )
+    section = Section(title, ["measurement", "n", "p50", "p90", "p99", "max", "unit"])
     for label, samples in kinds:
         section.rows.append([label, str(len(samples)), *map(_ms, quantiles(samples)), "ms"])
-    for label, samples in kinds[:2]:
+    for label, samples in kinds[:2] if engine.dsn is None else []:
         values = [f"{value / CHECK_SECONDS:.2f}" for value in quantiles(samples)]
         section.rows.append([f"{label[:2]} in check intervals", "", *values, "x 0.1 s"])
     for label, samples in kinds[:2]:
@@ -418,18 +529,52 @@ def bench_wakeups(root: Path, sizes: Sizes, group: ProcessGroup) -> Section:
         section.rows.append([f"{label[:2]} in poll intervals", "", *values, "% of 30 s"])
     worst = max(range(len(message_latency)), key=message_latency.__getitem__)
     worst_task = max(range(len(task_latency)), key=task_latency.__getitem__)
+    if engine.dsn is None:
+        section.notes += [
+            "a) includes the teammate's claim of the message, the scripted model and its reply"
+            " commit (with the ack), and up to ~0.6 ms of this process's looking",
+            f"a pure wake at a random phase of a {CHECK_SECONDS * 1000:g} ms check would be"
+            f" uniform on 0..{CHECK_SECONDS * 1000:g} ms: p50 {CHECK_SECONDS * 500:g}, p90"
+            f" {CHECK_SECONDS * 900:g}, max {CHECK_SECONDS * 1000:g}",
+        ]
+    else:
+        section.notes += [
+            "a) includes the teammate's claim of the message, the scripted model and its reply"
+            " commit (with the ack); the Lead's side hears that commit's own NOTIFY",
+            "b) the create's commit on this host's clock, the claimed event on the server's"
+            " clock_timestamp(): one machine, one clock",
+        ]
     section.notes += [
-        "a) includes the teammate's claim of the message, the scripted model and its reply"
-        " commit (with the ack), and up to ~0.6 ms of this process's looking",
-        f"a pure wake at a random phase of a {CHECK_SECONDS * 1000:g} ms check would be"
-        f" uniform on 0..{CHECK_SECONDS * 1000:g} ms: p50 {CHECK_SECONDS * 500:g}, p90"
-        f" {CHECK_SECONDS * 900:g}, max {CHECK_SECONDS * 1000:g}",
         f"warm-up (not counted): a) {', '.join(map(_ms, message_latency[:WARMUP_WAKES]))} ms;"
         f" b) {', '.join(map(_ms, task_latency[:WARMUP_WAKES]))} ms",
         f"slowest: a) wake {worst} ({_ms(message_latency[worst])} ms), b) wake {worst_task}"
         f" ({_ms(task_latency[worst_task])} ms) (numbers count the warm-up)",
         f"shutdown handshake at the end: exit code {codes[name]}",
     ]
+    return section, wakes
+
+
+def side_by_side(runs: Sequence[Wakes]) -> Section:
+    """Part 1 on each engine, one row per engine and kind of wake."""
+    section = Section(
+        f"1) side by side: the same wakes, --poll-interval {WAKE_POLL_SECONDS:g} s",
+        ["wake", "engine, woken by", "n", "p50", "p90", "p99", "max", "unit"],
+    )
+    counted = slice(WARMUP_WAKES, None)
+    kinds: list[tuple[str, Callable[[Wakes], list[float]]]] = [
+        ("a) message -> reply seen", lambda run: run.message),
+        ("b) ready task -> claimed", lambda run: run.task),
+    ]
+    for label, pick in kinds:
+        for run in runs:
+            samples = pick(run)[counted]
+            section.rows.append(
+                [label, f"{run.engine.name}: {run.engine.mechanism}", str(len(samples)),
+                 *map(_ms, quantiles(samples)), "ms"]
+            )  # fmt: skip
+    section.notes.append(
+        "each engine's own run above gives the warm-up, the slowest wakes and the handling"
+    )
     return section
 
 
@@ -935,14 +1080,67 @@ def format_section(section: Section) -> str:
     return "\n".join(lines)
 
 
-def run_all(sizes: Sizes, directory: Path | None) -> list[Section]:
+@contextmanager
+def postgres_wakes(dsn: str | None) -> Iterator[WakeEngine]:
+    """Part 1's PostgreSQL database: on the server `dsn` names, or on a throwaway cluster."""
+    import psycopg
+
+    from agent17.store.pg_cluster import start_cluster
+
+    dbname = f"agent17_team_bench_{os.getpid()}"
+    cluster = None
+    if dsn:
+        admin = dsn
+    else:
+        _progress("starting a throwaway PostgreSQL cluster (durable: fsync on)")
+        cluster = start_cluster(durable=True)
+        admin = cluster.admin_dsn
+    try:
+        with psycopg.connect(admin, autocommit=True) as connection:
+            connection.execute(f"CREATE DATABASE {dbname}")
+            version = connection.execute("SHOW server_version").fetchone()
+        try:
+            board = psycopg.conninfo.make_conninfo(admin, dbname=dbname)
+            parts = psycopg.conninfo.conninfo_to_dict(board)
+            url = "postgresql:///?" + urllib.parse.urlencode({k: str(v) for k, v in parts.items()})
+            yield WakeEngine(
+                f"PostgreSQL {str(version[0]).split()[0] if version else '?'}",
+                "LISTEN/NOTIFY",
+                url,
+                board,
+            )
+        finally:
+            with psycopg.connect(admin, autocommit=True) as connection:
+                connection.execute(f"DROP DATABASE IF EXISTS {dbname} WITH (FORCE)")
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+def run_all(
+    sizes: Sizes,
+    directory: Path | None,
+    *,
+    postgres: bool = False,
+    dsn: str | None = None,
+    wakeups_only: bool = False,
+) -> list[Section]:
     """Every part, in a fresh temporary directory that is removed afterwards."""
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=directory)))
+        engines = [SQLITE_WAKES]
+        if postgres:
+            engines.append(stack.enter_context(postgres_wakes(dsn)))
         # Entered last, left first: every process is gone before its folder is removed.
         group = stack.enter_context(ProcessGroup(folder / "logs"))
+        runs = [bench_wakeups(folder, sizes, group, engine) for engine in engines]
+        sections = [section for section, _ in runs]
+        if len(runs) > 1:
+            sections.append(side_by_side([wakes for _, wakes in runs]))
+        if wakeups_only:
+            return sections
         return [
-            bench_wakeups(folder, sizes, group),
+            *sections,
             bench_idle_cpu(folder, sizes, group),
             bench_drain(folder, sizes, group),
             bench_alone(folder, sizes, group),
@@ -962,6 +1160,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--quick", action="store_true", help="fewer wakes, shorter, smaller")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the temporary boards")
+    parser.add_argument(
+        "--postgres",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DSN",
+        help="part 1 on PostgreSQL too (a throwaway cluster, or the server DSN names)",
+    )
+    parser.add_argument("--wakeups-only", action="store_true", help="run part 1 only")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
     if args.dir is not None:
@@ -979,7 +1186,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminate)
     started = time.perf_counter()
     try:
-        sections = run_all(sizes, args.dir)
+        sections = run_all(
+            sizes,
+            args.dir,
+            postgres=args.postgres is not None,
+            dsn=args.postgres or None,
+            wakeups_only=args.wakeups_only,
+        )
     except KeyboardInterrupt:
         print("interrupted: every process it started is stopped, its folders are removed")
         return 130
