@@ -26,6 +26,7 @@ from agent17.agent.models import (
 from agent17.bootstrap import LEAD_SYSTEM_PROMPT
 from agent17.cli import main
 from agent17.demo import run_demo
+from agent17.team.registry import TeamRegistry
 
 
 def _cli(
@@ -512,3 +513,28 @@ def test_run_with_a_store_but_no_model_configuration_creates_nothing_anywhere(
     assert len(result.stderr.strip().splitlines()) == 1 and "OPENAI_API_KEY" in result.stderr
     assert not postgres.workspace.exists()
     assert _schemas(postgres) == []
+
+
+def test_run_with_a_store_url_drives_the_real_team_on_postgresql(
+    postgres: PostgresTeamPlace,
+) -> None:
+    assert postgres.url is not None
+    with running_chat_server(_scripted_server_responder()) as server:
+        env = _environment_without_openai() | {
+            "OPENAI_BASE_URL": server.url,
+            "AGENT17_MODEL": "loopback-model",
+        }
+        result = _cli(
+            "run", "--prompt", "Build A, B and C; start alice and bob.",
+            "--workspace", str(postgres.workspace), "--store", postgres.url, env=env,
+        )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "shut down: alice, bob" in result.stdout
+    with PostgresTaskStore(postgres.dsn) as store:
+        tasks = store.list_tasks()
+    assert [task.subject for task in tasks] == ["A", "B", "C"]
+    assert all(task.status is TaskStatus.COMPLETED for task in tasks)
+    with postgres.mailbox() as mailbox:
+        closed = {m.name: m.state for m in TeamRegistry(mailbox).members()}
+    assert closed == {"alice": "closed", "bob": "closed"}
+    assert not (postgres.workspace / ".agent_tutorial" / "tasks.sqlite3").exists()
