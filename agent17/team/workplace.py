@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from agent17.domain import Clock, IdFactory, utc_now
+from agent17.domain import Clock, IdFactory, TaskError, utc_now
 from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
 from agent17.store.pg_connection import import_driver
+from agent17.store.pg_schema import STORE_NOT_FOUND
 from agent17.store.postgres import PostgresTaskStore
 from agent17.store.sqlite import SqliteTaskStore
 from agent17.team.mailbox import Mailbox, TeamMailbox, WakeRegistry
@@ -110,12 +111,10 @@ def board_exists(location: StoreLocation, workspace: Path) -> bool:
     """True if there is a board to read (never creates one)."""
     if location.url is None:
         return (workspace / STATE_DIRNAME / TASK_DB_NAME).exists()
-    from agent17.store.pg_schema import STORE_NOT_FOUND
-
     try:
         PostgresTaskStore(location.url, create=False).close()
-    except Exception as error:
-        if getattr(error, "code", None) == STORE_NOT_FOUND:
+    except TaskError as error:
+        if error.code == STORE_NOT_FOUND:
             return False
         raise
     return True
