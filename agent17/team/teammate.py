@@ -196,7 +196,7 @@ class Teammate:
         return self.protocol.mailbox.requeue_unacked(self.name)
 
     def tick(self) -> TickOutcome:
-        """Run exactly one pass of the idle loop (R1) and say what it did."""
+        """Run exactly one pass of the idle loop, in the chapter's order, and say what it did."""
         with self._lock:
             if self._closed:
                 return self._outcome(TickKind.CLOSED)

@@ -101,7 +101,7 @@ class TeamStepper:
         self.message_text = widgets.Text(
             value=message, description="message", layout=widgets.Layout(width="340px")
         )
-        self.approval_label = widgets.HTML()
+        self.approval_label = widgets.HTML(layout=widgets.Layout(flex="1 1 auto"))
         self.status = widgets.HTML()
         self.states = widgets.HTML()
         self._panel_closed = False
@@ -351,8 +351,10 @@ class TeamStepper:
         self.refresh()
 
     def _button(self, description: str, action: Callable[[], object]) -> widgets.Button:
-        # max-content: a description is never cut off (the browser test clicks by it).
-        button = widgets.Button(description=description, layout=widgets.Layout(width="max-content"))
+        # max-content and no shrinking: a description is never cut off, however long
+        # the text beside it (the browser test clicks by it); the text wraps instead.
+        layout = widgets.Layout(width="max-content", flex="0 0 auto")
+        button = widgets.Button(description=description, layout=layout)
 
         def on_click(_: widgets.Button) -> None:
             if self._panel_closed or self.team.closed:
