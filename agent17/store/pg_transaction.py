@@ -29,10 +29,6 @@ class ConstraintViolation(Exception):
         self.constraint = constraint
 
 
-class _ConnectionLost(Exception):
-    """The connection died under a statement (internal: becomes a retry or a refusal)."""
-
-
 class ConnectionLost(Exception):
     """The connection died under a statement (becomes a retry or a refusal, never escapes)."""
 
