@@ -324,6 +324,8 @@ def test_an_approval_request_parks_the_step_until_approve_request_is_clicked(
     assert stepper.log[-1].startswith("bob: waiting for approval: bob asks to write notes/")
     assert not stepper.buttons["approve request"].disabled
     assert "bob asks to write notes/" in stepper.approval_label.value
+    assert "last step: alice: claimed A" in stepper.status.value
+    assert stepper.status.value.endswith(" · bob waits for approval")
     assert subjects(team)["B"] == (TaskStatus.IN_PROGRESS, "bob")
 
     # While bob waits, alice still steps: C is blocked, so she idles.
@@ -333,8 +335,11 @@ def test_an_approval_request_parks_the_step_until_approve_request_is_clicked(
     stepper.buttons["step bob"].click()
     assert stepper.log[-1] == "bob: still waiting for approval; answer it first"
 
+    assert stepper.status.value.endswith(" · bob waits for approval")
     stepper.buttons["approve request"].click()
 
+    assert "last step: bob: claimed B" in stepper.status.value
+    assert "waits for approval" not in stepper.status.value
     assert stepper.log[-2:] == (
         "human: approved bob's write_file",
         "bob: claimed B (lease until 09:05:00Z) -> 'Completed B.'",

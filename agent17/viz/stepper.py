@@ -480,10 +480,16 @@ class TeamStepper:
         self.buttons["reject plan"].disabled = not plan_waiting
 
         done = sum(task.status is TaskStatus.COMPLETED for task in tasks)
-        last = self._last_outcome.describe() if self._last_outcome else "no step yet"
-        self.status.value = html.escape(
-            f"{wire_clock(now)} · {done}/{len(tasks)} completed · last step: {last}"
-        )
+        parked = [name for name, job in self._jobs.items() if not job.done]
+        if self._last_outcome is not None:
+            last = self._last_outcome.describe()
+        else:
+            last = "none finished yet" if parked else "no step yet"
+        status = f"{wire_clock(now)} · {done}/{len(tasks)} completed · last step: {last}"
+        if parked:  # a pass stopped half way has not finished, but the class should see it
+            status += f" · {' and '.join(parked)} {'waits' if len(parked) == 1 else 'wait'}"
+            status += " for approval"
+        self.status.value = html.escape(status)
         shown = self._log[-LOG_LINES_SHOWN:]
         self.log_view.value = (
             # Long lines wrap between words (JupyterLab's own pre style breaks anywhere).
