@@ -33,8 +33,10 @@ so `import agent17` works without the `postgres` extra.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Final, TypeVar
@@ -87,6 +89,43 @@ SERVER_KEEPALIVES: Final = {
 _LOCK_NOT_AVAILABLE: Final = "55P03"
 _QUERY_CANCELED: Final = "57014"
 _VANISHED: Final = frozenset({"42P01", "3F000", "42883", "42703"})
+# The server refusing this session what it asked for, whatever the SQL: no privilege,
+# a read-only server or role, and the classes of resources, limits, an operator, the
+# system. Anything else is a statement of ours that is wrong: a bug, raised as it is.
+_REFUSED: Final = frozenset({"42501", "25006"})
+_REFUSED_CLASSES: Final = frozenset({"08", "53", "54", "57", "58"})
+
+# Where a connection string may hold a password: a URL's `user:password@`, and a
+# `password=` setting (a URL's query parameter, or key=value).
+_USERINFO: Final = re.compile(r"(://[^:@/?#\s]*):(\S*)@")
+_PASSWORD_SETTING: Final = re.compile(
+    r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^&#\s\"']+)", re.IGNORECASE
+)
+
+
+def redact(text: str, dsn: str = "") -> str:
+    """`text` with every password in it, or in `dsn` that it quotes in part, as ***.
+
+    For messages about a connection string: a driver's message may quote the whole
+    string, or just the token it could not read.
+    """
+    secrets: set[str] = set()
+    for pattern in (_USERINFO, _PASSWORD_SETTING):
+        for found in pattern.finditer(dsn):
+            secret = found.group(2).strip("'")
+            secrets |= {secret, urllib.parse.unquote(secret)}
+    try:
+        password = urllib.parse.urlsplit(dsn).password
+    except ValueError:  # not a URL urllib can split (libpq may still read it)
+        password = None
+    if password:
+        secrets |= {password, urllib.parse.unquote(password)}
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= 4:
+            text = text.replace(secret, "***")
+    text = _USERINFO.sub(r"\1:***@", text)
+    return _PASSWORD_SETTING.sub(r"\1***", text)
+
 
 T = TypeVar("T")
 
@@ -120,6 +159,7 @@ class PgDatabase:
         self._lock = threading.Lock()
         self._connection: psycopg.Connection[Row] | None = None
         self.where = self._describe(dsn)
+        self._client_defaults = self._defaults(dsn)
         self._connection = self._connect(deadline=time.monotonic())
         try:
             self._run(
@@ -137,9 +177,25 @@ class PgDatabase:
         try:
             parts = self.driver.conninfo.conninfo_to_dict(dsn)
         except self.driver.ProgrammingError as error:
-            raise ValueError(f"not a PostgreSQL connection string: {error}") from None
+            reason = redact(str(error), dsn)
+            raise ValueError(f"not a PostgreSQL connection string: {reason}") from None
         shown = {key: parts[key] for key in ("host", "port", "dbname", "user") if key in parts}
         return "PostgreSQL " + (" ".join(f"{k}={v}" for k, v in shown.items()) or "(defaults)")
+
+    def _defaults(self, dsn: str) -> dict[str, object]:
+        """The connect timeout and keepalives, where the connection string gives none.
+
+        A connect timeout of its own is honoured, but not 0 ("wait for ever"): ours
+        bounds every connect.
+        """
+        given = self.driver.conninfo.conninfo_to_dict(dsn)
+        defaults: dict[str, object] = {
+            key: value for key, value in CLIENT_KEEPALIVES.items() if key not in given
+        }
+        timeout = str(given.get("connect_timeout", "")).strip()
+        if not (timeout.isdigit() and int(timeout) > 0):
+            defaults["connect_timeout"] = CONNECT_TIMEOUT_SECONDS
+        return defaults
 
     def _connect(
         self, *, deadline: float, application_name: str = "agent17"
@@ -151,15 +207,15 @@ class PgDatabase:
                 connection: psycopg.Connection[Row] = self.driver.connect(
                     self._dsn,
                     autocommit=True,  # every transaction is our explicit BEGIN
-                    connect_timeout=CONNECT_TIMEOUT_SECONDS,
                     application_name=application_name,
-                    **CLIENT_KEEPALIVES,
+                    **self._client_defaults,
                 )
                 break
             except self.driver.OperationalError as error:
                 if time.monotonic() + pause > deadline:
                     raise self._refusal(
-                        STORE_UNAVAILABLE, f"cannot connect to {self.where}: {_first_line(error)}"
+                        STORE_UNAVAILABLE,
+                        f"cannot connect to {self.where}: {redact(_first_line(error), self._dsn)}",
                     ) from None
                 time.sleep(pause)  # a server that is restarting refuses for a moment
                 pause = min(pause * 2, 0.5)
@@ -295,6 +351,12 @@ class PgDatabase:
         if state == _QUERY_CANCELED:
             return self._refusal(
                 STORE_UNAVAILABLE, "the server cancelled the operation; nothing was changed"
+            )
+        if state is not None and (state in _REFUSED or state[:2] in _REFUSED_CLASSES):
+            # The transaction is rolled back (an error ends it, at COMMIT too).
+            return self._refusal(
+                STORE_UNAVAILABLE,
+                f"{self.where} refused the operation ({_first_line(error)}); nothing was changed",
             )
         if state in _VANISHED:
             return self._refusal(

@@ -20,14 +20,13 @@ story). Neither is shared state the team coordinates through.
 from __future__ import annotations
 
 import os
-import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
 from agent17.domain import Clock, IdFactory, TaskError, utc_now
 from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
-from agent17.store.pg_connection import import_driver
+from agent17.store.pg_connection import import_driver, redact
 from agent17.store.pg_schema import STORE_NOT_FOUND
 from agent17.store.postgres import PostgresTaskStore
 from agent17.store.sqlite import SqliteTaskStore
@@ -68,15 +67,8 @@ class StoreLocation:
         return self.url is not None
 
     def shown(self) -> str:
-        """The URL as it may be printed: any password replaced by ***."""
-        if self.url is None:
-            return ""
-        parts = urllib.parse.urlsplit(self.url)
-        if parts.password is None:
-            return self.url
-        netloc = parts.netloc.rsplit("@", 1)
-        user = netloc[0].split(":", 1)[0]
-        return urllib.parse.urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+        """The URL as it may be printed: any password (user:password@, password=) as ***."""
+        return "" if self.url is None else redact(self.url, self.url)
 
     def board_command(self, workspace: Path) -> str:
         """The `agent17 board` command line that shows this board."""
@@ -90,7 +82,7 @@ def parse_store_url(url: str | None) -> StoreLocation:
     if url is None:
         return StoreLocation()
     if not isinstance(url, str) or not url.startswith(POSTGRES_SCHEMES):
-        shown = repr(url) if not isinstance(url, str) else repr(url.split("@")[-1][:80])
+        shown = repr(url) if not isinstance(url, str) else repr(redact(url, url)[:80])
         raise StoreUrlError(
             f"--store must be a postgresql:// URL (or nothing, for the workspace's SQLite"
             f" files), not {shown}"
@@ -102,7 +94,8 @@ def parse_store_url(url: str | None) -> StoreLocation:
     try:
         driver.conninfo.conninfo_to_dict(url)
     except driver.ProgrammingError as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else "unreadable"
+        text = redact(str(error), url).strip()
+        reason = text.splitlines()[0] if text else "unreadable"
         raise StoreUrlError(f"--store is not a PostgreSQL URL libpq can read: {reason}") from None
     return StoreLocation(url)
 
