@@ -231,6 +231,17 @@ class LabSession:
 
     def run_all_cells(self) -> None:
         """Run every cell; wait until each code cell has run and the kernel is idle again."""
+        # Clearing first resets every execution count, so the wait below cannot be met by
+        # the outputs a notebook was saved with.
+        self.page.evaluate(
+            "() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')"
+        )
+        self.page.wait_for_function(
+            """() => window.jupyterapp.shell.currentWidget.content.widgets
+                .filter(cell => cell.model.type === 'code')
+                .every(cell => cell.model.executionCount === null)""",
+            timeout=RUN_ALL_MS,
+        )
         self.page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
         self.page.wait_for_function(
             """() => {

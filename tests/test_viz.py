@@ -397,3 +397,33 @@ def test_without_dot_a_displayed_slider_carries_the_board_as_text(
         "board: replay, step #5 09:00:00Z bob claimed B (lease until 09:05:00Z)",
         "t1 A (00000001) · in_progress · alice · lease until 09:05:00Z",
     ]
+
+
+# -- the package's own code on screen ---------------------------------------------------
+
+
+def test_show_source_prints_the_packages_own_code_highlighted() -> None:
+    import inspect
+    import textwrap
+
+    from agent17.team.teammate import Teammate
+    from agent17.viz.source import show_source
+
+    view = show_source(Teammate.tick)
+    assert str(view) == textwrap.dedent(inspect.getsource(Teammate.tick)).rstrip("\n")
+    html = view._repr_html_()
+    assert ">def</span>" in html and "tick" in html  # a highlighted keyword, the real name
+    assert "agent17.team.teammate.Teammate.tick" in html  # the caption says where it lives
+
+
+def test_sql_on_screen_has_no_error_boxes_on_either_engines_dialect() -> None:
+    # The generic SQL lexer boxed PostgreSQL's $$ quoting in red, like a syntax error.
+    from agent17.store import pg_statements, sqlite
+    from agent17.viz.source import show_source
+
+    schema = (Path(sqlite.__file__).parent / "postgres_schema.sql").read_text()
+    lock_board = schema[schema.index("CREATE FUNCTION lock_board()") :].split("$$;", 1)[0] + "$$;"
+    for sql in (lock_board, pg_statements.CLAIM_NEXT_SQL, sqlite.CLAIM_NEXT_SQL):
+        html = show_source(sql)._repr_html_()
+        assert "solid #F00" not in html, sql
+        assert "UPDATE" in html or "CREATE" in html

@@ -29,9 +29,17 @@ class SourceView:
     def _repr_html_(self) -> str:
         from pygments import highlight
         from pygments.formatters import HtmlFormatter
-        from pygments.lexers import PythonLexer, SqlLexer
+        from pygments.lexer import Lexer
+        from pygments.lexers import PostgresLexer, PythonLexer, SqlLexer
+        from pygments.token import Error
 
-        lexer = SqlLexer() if self.language == "sql" else PythonLexer()
+        lexer: Lexer = PythonLexer()
+        if self.language == "sql":
+            # The generic lexer knows SQLite's :name parameters, but boxes PostgreSQL's
+            # $$ quoting in red like a syntax error; that SQL gets PostgreSQL's lexer.
+            lexer = SqlLexer()
+            if any(kind in Error for kind, _ in lexer.get_tokens(self.code)):
+                lexer = PostgresLexer()
         formatter = HtmlFormatter(noclasses=True, style="default", nowrap=False)
         body = highlight(self.code, lexer, formatter)
         caption = f'<div style="font-size: 11px; color: #555">{self.title}</div>'
