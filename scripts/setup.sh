@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up everything agent17 needs on a fresh Debian/Ubuntu machine or in CI:
 # a check that Python is 3.11 or newer (before anything is installed),
-# Graphviz, Chromium and Python's venv module from apt (only when missing), a
+# Graphviz, Chromium and Python's venv module from apt (only when missing;
+# PostgreSQL too when AGENT17_WITH_POSTGRES=1, as scripts/test.sh sets it), a
 # venv in .venv, the package with its development extras, and the notebooks
 # marked trusted. Safe to run again; fast when done. PYTHON picks the Python
 # (default: python3).
@@ -43,6 +44,16 @@ want=()
 command -v dot >/dev/null 2>&1 || want+=(graphviz)
 if [ "${AGENT17_SKIP_BROWSER:-0}" != "1" ] && [ ! -x /usr/bin/chromium ]; then
   want+=(chromium)
+fi
+# The PostgreSQL tests start a throwaway cluster of their own (initdb and pg_ctl,
+# run as the user `postgres` that Debian's package makes), so scripts/test.sh
+# asks for the server's binaries; the demo and the course do not need them.
+have_postgres() {
+  { command -v initdb >/dev/null 2>&1 || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; } &&
+    id postgres >/dev/null 2>&1
+}
+if [ "${AGENT17_WITH_POSTGRES:-0}" = "1" ] && ! have_postgres; then
+  want+=(postgresql)
 fi
 # Debian and Ubuntu ship venv's ensurepip apart, in python3.X-venv; without
 # it `python -m venv` stops halfway with a venv that has no pip.
