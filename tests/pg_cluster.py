@@ -11,7 +11,8 @@ PostgreSQL refuses to run as root, so as root the cluster runs as the
 unprivileged user `postgres` (Debian's package makes it) in a folder chowned
 to it; pytest's own temporary folders are private to root, hence /tmp.
 Without binaries the Postgres tests are skipped with a message, except when
-`CI` is set: there they fail, because CI installs PostgreSQL (.ci/run).
+`CI` is set (.ci/run sets it): there they fail, because scripts/test.sh installs
+PostgreSQL's binaries when they are missing.
 """
 
 from __future__ import annotations

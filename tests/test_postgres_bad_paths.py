@@ -227,3 +227,29 @@ def test_a_connect_timeout_the_url_sets_is_the_one_used(silent_port: int) -> Non
     took = time.monotonic() - started
     assert refused.value.code == "store_unavailable" and SECRET not in str(refused.value)
     assert took < 5.0, f"{took:.1f} s: the URL's connect_timeout=1 was not used"
+
+
+# -- another program's tables in the schema -----------------------------------------------------
+
+
+def agent17_objects(board: PostgresBoard) -> list[Any]:
+    with board.server.admin(board.dbname) as connection:
+        return connection.execute(
+            "SELECT relname FROM pg_class WHERE relnamespace = 'agent17'::regnamespace ORDER BY 1"
+        ).fetchall()
+
+
+@pytest.mark.parametrize("command", ["demo", "teammate"])
+def test_another_programs_messages_table_stops_the_team_before_a_board_is_made_beside_it(
+    board: PostgresBoard, command: str, tmp_path: Path
+) -> None:
+    with board.server.admin(board.dbname) as connection:
+        connection.execute("CREATE SCHEMA agent17")
+        connection.execute("CREATE TABLE agent17.messages (id integer, text text)")
+    extra = ["--name", "alice"] if command == "teammate" else []
+    url = board.server.url(board.dbname)
+    done = agent17(command, "--store", url, *extra, "--workspace", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "schema_version_mismatch" in one_line(done)
+    # "nothing was changed": not even a board of ours in the other program's schema.
+    assert agent17_objects(board) == [("messages",)]
