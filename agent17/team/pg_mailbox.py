@@ -111,9 +111,12 @@ class _SessionLock:
 class PostgresMailbox(TeamMailbox):
     """The team's mailbox, plans and members in the `agent17` schema of a PostgreSQL database."""
 
-    def __init__(self, dsn: str, *, wakeups: WakeRegistry | None = None) -> None:
+    def __init__(
+        self, dsn: str, *, wakeups: WakeRegistry | None = None, create: bool = True
+    ) -> None:
         self._dsn = dsn
-        self._db = PgDatabase(dsn, TEAM_PG_SCHEMA, MailboxError)
+        # create=False: open the team's tables that exist, or refuse (`store_not_found`).
+        self._db = PgDatabase(dsn, TEAM_PG_SCHEMA, MailboxError, create=create)
         self.where = self._db.where
         self.wakeups: WakeRegistry = wakeups if wakeups is not None else WakeRegistry()
 

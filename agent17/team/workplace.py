@@ -30,7 +30,7 @@ from agent17.store.pg_connection import import_driver, redact
 from agent17.store.pg_schema import STORE_NOT_FOUND
 from agent17.store.postgres import PostgresTaskStore
 from agent17.store.sqlite import SqliteTaskStore
-from agent17.team.mailbox import Mailbox, TeamMailbox, WakeRegistry
+from agent17.team.mailbox import Mailbox, MailboxError, TeamMailbox, WakeRegistry
 from agent17.team.pg_mailbox import BOARD_CHANNEL, MAIL_CHANNEL, PostgresMailbox
 from agent17.team.pg_wakeups import NotificationListener, NotifySleeper
 from agent17.team.sleepers import ChangeWatchingSleeper
@@ -131,6 +131,18 @@ def open_board(
     }
     if location.url is None:
         return SqliteTaskStore(workspace, **options)
+    try:
+        return PostgresTaskStore(location.url, create=False, **options)
+    except TaskError as error:
+        if error.code != STORE_NOT_FOUND:
+            raise
+    # A new board: not beside tables of the team's names that are another program's (or
+    # of another version), which the mailbox would refuse once the board was made.
+    try:
+        PostgresMailbox(location.url, create=False).close()
+    except MailboxError as error:
+        if error.code != STORE_NOT_FOUND:
+            raise
     return PostgresTaskStore(location.url, **options)
 
 
