@@ -17,6 +17,7 @@ another host would be.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -55,13 +56,15 @@ def start_teammate(
     Its own process; its output (and errors) come back as text lines on `.stdout`;
     it reads no stdin.
     """
-    where = [] if store is None else ["--store", store]
+    url, secrets = parse_store_url(store).for_a_child()
+    where = [] if url is None else ["--store", url]
     command = [
         sys.executable, "-m", "agent17", "teammate", "--name", name,
         "--workspace", str(workspace), *where, *options,
     ]  # fmt: skip
     return subprocess.Popen(
         command,
+        env={**os.environ, **secrets} if secrets else None,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

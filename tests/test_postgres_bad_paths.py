@@ -253,3 +253,52 @@ def test_another_programs_messages_table_stops_the_team_before_a_board_is_made_b
     assert "schema_version_mismatch" in one_line(done)
     # "nothing was changed": not even a board of ours in the other program's schema.
     assert agent17_objects(board) == [("messages",)]
+
+
+# -- a password is never on a command line -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "public", "secret"),
+    [
+        ("postgresql://bob:s%40crit@db:5433/team", "postgresql://bob@db:5433/team", "s@crit"),
+        ("postgresql://db/team?password=qu%3Dery&sslmode=disable",
+         "postgresql://db/team?sslmode=disable", "qu=ery"),
+        # libpq: the query's password wins over the userinfo's
+        ("postgresql://bob:first@db/team?password=second", "postgresql://bob@db/team", "second"),
+        ("postgresql://bob@db/team", "postgresql://bob@db/team", None),
+        # no host in the authority (a Unix socket named in the query)
+        ("postgresql:///team?host=%2Frun%2Fpg&password=pw", "postgresql:///team?host=%2Frun%2Fpg",
+         "pw"),
+    ],
+)  # fmt: skip
+def test_a_child_gets_the_url_without_its_password_and_the_password_in_its_environment(
+    url: str, public: str, secret: str | None
+) -> None:
+    from agent17.team.workplace import parse_store_url
+
+    shown, environment = parse_store_url(url).for_a_child()
+    assert shown == public
+    assert environment == ({} if secret is None else {"PGPASSWORD": secret})
+
+
+def test_demo_teammate_processes_carry_no_password_on_their_command_line(
+    board: PostgresBoard, tmp_path: Path
+) -> None:
+    from agent17.demo_processes import start_teammate
+
+    with_password = f"{pg_cluster.server().url(board.dbname)}&password={SECRET}"
+    process = start_teammate("alice", tmp_path, "--max-idle-polls", "1", store=with_password)
+    try:
+        command_line = Path(f"/proc/{process.pid}/cmdline").read_bytes()
+        environment = Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")
+        assert SECRET.encode() not in command_line
+        assert f"PGPASSWORD={SECRET}".encode() in environment
+        assert process.stdout is not None
+        first = process.stdout.readline()  # the server (trust) lets the child in without it
+        assert "joined the team" in first, first
+    finally:
+        process.kill()
+        process.wait(WAIT_SECONDS)
+        if process.stdout is not None:
+            process.stdout.close()

@@ -20,6 +20,7 @@ story). Neither is shared state the team coordinates through.
 from __future__ import annotations
 
 import os
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -69,6 +70,35 @@ class StoreLocation:
     def shown(self) -> str:
         """The URL as it may be printed: any password (user:password@, password=) as ***."""
         return "" if self.url is None else redact(self.url, self.url)
+
+    def for_a_child(self) -> tuple[str | None, dict[str, str]]:
+        """The URL to pass on a child's command line, and what to add to its environment.
+
+        A command line is public on the machine (`ps`, /proc/<pid>/cmdline), the
+        environment is not: a password in the URL (user:password@, ?password=) goes
+        to the child as libpq's PGPASSWORD instead.
+        """
+        if self.url is None:
+            return None, {}
+        try:
+            parts = urllib.parse.urlsplit(self.url)
+            password = parts.password
+        except ValueError:  # libpq reads URLs urllib cannot split: leave them whole
+            return self.url, {}
+        query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+        in_query = [value for key, value in query if key == "password"]
+        if password is None and not in_query:
+            return self.url, {}
+        netloc = parts.netloc
+        if password is not None:
+            user, hosts = netloc.rsplit("@", 1)
+            netloc = f"{user.split(':', 1)[0]}@{hosts}"
+        kept = urllib.parse.urlencode([(k, v) for k, v in query if k != "password"])
+        # By hand: urlunsplit drops the // of an empty host (postgresql:///db?host=...).
+        url = f"{parts.scheme}://{netloc}{parts.path}" + (f"?{kept}" if kept else "")
+        # libpq: a password in the URL itself wins over PGPASSWORD; the query's over the userinfo's.
+        secret = in_query[-1] if in_query else urllib.parse.unquote(password or "")
+        return url, {"PGPASSWORD": secret}
 
     def board_command(self, workspace: Path) -> str:
         """The `agent17 board` command line that shows this board."""
