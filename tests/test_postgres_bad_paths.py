@@ -302,3 +302,71 @@ def test_demo_teammate_processes_carry_no_password_on_their_command_line(
         process.wait(WAIT_SECONDS)
         if process.stdout is not None:
             process.stdout.close()
+
+
+# -- a connection that drops as soon as it is let in ------------------------------------------
+
+
+@pytest.fixture
+def drop_new_connections(
+    board: PostgresBoard, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[list[int]]:
+    """The next connections are terminated by the server right after they are let in.
+
+    Append to the list to arm one more drop; it fills with the backends terminated.
+    Real terminations (pg_terminate_backend), so the first statement on the new
+    session meets a dropped connection, as when a server goes down right then.
+    """
+    import psycopg
+
+    real_connect = psycopg.connect
+    armed: list[int] = []
+    dropped: list[int] = []
+
+    def connect_then_drop(*args: Any, **kwargs: Any) -> Any:
+        connection = real_connect(*args, **kwargs)
+        if armed:
+            armed.pop()
+            pid = connection.info.backend_pid
+            with board.server.admin() as admin:
+                admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,))
+            dropped.append(pid)
+        return connection
+
+    monkeypatch.setattr(psycopg, "connect", connect_then_drop)
+    yield armed
+    assert not armed, "an armed drop never happened"
+    armed.extend(dropped)  # for the test to read afterwards
+
+
+def test_a_connection_dropped_while_it_is_set_up_is_made_again(
+    board: PostgresBoard, drop_new_connections: list[int]
+) -> None:
+    store = PostgresTaskStore(board.dsn)
+    try:
+        task = store.create_task("A")
+        (session,) = pg_cluster.backend_pids(board.dsn)
+        with board.server.admin() as admin:  # dropped between operations: reconnected next
+            admin.execute("SELECT pg_terminate_backend(%s, 10000)", (session,))
+        drop_new_connections.append(1)  # and the new connection dies before its settings
+        assert store.get_task(task.id).subject == "A"  # made again, within the reconnect time
+        assert not drop_new_connections
+        assert pg_cluster.backend_pids(board.dsn) not in ([], [session])
+    finally:
+        store.close()
+
+
+def test_a_teammates_name_on_a_session_dropped_as_it_starts_is_a_coded_refusal(
+    board: PostgresBoard, drop_new_connections: list[int]
+) -> None:
+    mailbox = PostgresMailbox(board.dsn)
+    try:
+        drop_new_connections.append(1)  # the name's own session: one attempt, no retry
+        with pytest.raises(MailboxError) as refused:
+            mailbox.hold_member("alice")
+        assert refused.value.code == "store_unavailable"
+        assert "lost" in refused.value.message
+        assert not mailbox.member_is_held("alice")
+        mailbox.hold_member("alice").release()  # and the name can be taken right after
+    finally:
+        mailbox.close()

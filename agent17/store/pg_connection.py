@@ -210,31 +210,41 @@ class PgDatabase:
                     application_name=application_name,
                     **self._client_defaults,
                 )
-                break
             except self.driver.OperationalError as error:
-                if time.monotonic() + pause > deadline:
-                    raise self._refusal(
-                        STORE_UNAVAILABLE,
-                        f"cannot connect to {self.where}: {redact(_first_line(error), self._dsn)}",
-                    ) from None
-                time.sleep(pause)  # a server that is restarting refuses for a moment
-                pause = min(pause * 2, 0.5)
-        try:
-            settings = {
-                "search_path": self.schema.namespace,
-                "TimeZone": "UTC",
-                "lock_timeout": f"{LOCK_TIMEOUT_SECONDS * 1000:.0f}ms",
-                "idle_in_transaction_session_timeout": f"{IDLE_IN_TRANSACTION_SECONDS:.0f}s",
-            }
-            if connection.info.server_version >= 140000:
-                settings["client_connection_check_interval"] = "1000ms"
-            settings.update(SERVER_KEEPALIVES)
-            for name, value in settings.items():
-                connection.execute("SELECT set_config(%s, %s, false)", (name, value))
-        except BaseException:
-            connection.close()
-            raise
-        return connection
+                failure = f"cannot connect to {self.where}: {_first_line(error)}"
+            else:
+                try:
+                    self._configure(connection)
+                except self.driver.OperationalError as error:
+                    # Dropped right after it was let in (a server going down, a
+                    # terminated backend): the same as a refused connect.
+                    connection.close()
+                    failure = (
+                        f"the connection to {self.where} was lost while it was being set up:"
+                        f" {_first_line(error)}"
+                    )
+                except BaseException:
+                    connection.close()
+                    raise
+                else:
+                    return connection
+            if time.monotonic() + pause > deadline:
+                raise self._refusal(STORE_UNAVAILABLE, redact(failure, self._dsn)) from None
+            time.sleep(pause)  # a server that is restarting refuses for a moment
+            pause = min(pause * 2, 0.5)
+
+    def _configure(self, connection: psycopg.Connection[Row]) -> None:
+        settings = {
+            "search_path": self.schema.namespace,
+            "TimeZone": "UTC",
+            "lock_timeout": f"{LOCK_TIMEOUT_SECONDS * 1000:.0f}ms",
+            "idle_in_transaction_session_timeout": f"{IDLE_IN_TRANSACTION_SECONDS:.0f}s",
+        }
+        if connection.info.server_version >= 140000:
+            settings["client_connection_check_interval"] = "1000ms"
+        settings.update(SERVER_KEEPALIVES)
+        for name, value in settings.items():
+            connection.execute("SELECT set_config(%s, %s, false)", (name, value))
 
     def session(self, purpose: str) -> psycopg.Connection[Row]:
         """A dedicated connection, configured like this one's, that the caller owns.

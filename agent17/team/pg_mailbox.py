@@ -143,6 +143,14 @@ class PostgresMailbox(TeamMailbox):
             ((taken,),) = connection.execute(
                 "SELECT pg_try_advisory_lock(%s)", (member_lock_key(name),)
             ).fetchall()
+        except self._db.driver.OperationalError as error:
+            connection.close()  # a lock taken on a lost session went with it
+            raise MailboxError(
+                ErrorCode.STORE_UNAVAILABLE,
+                f"the session that was to hold teammate {name}'s name was lost"
+                f" ({str(error).strip().splitlines()[0] if str(error).strip() else 'closed'});"
+                " the name is not held",
+            ) from None
         except BaseException:
             connection.close()
             raise
