@@ -35,6 +35,12 @@ def result_error(result: Mapping[str, Any]) -> tuple[str, str] | None:
     return str(error.get("code")), str(error.get("message", ""))
 
 
+def describe_result(tool: str, result: Mapping[str, Any]) -> str:
+    """One line for people: `tool -> ok`, or `tool -> code: message`."""
+    error = result_error(result)
+    return f"{tool} -> ok" if error is None else f"{tool} -> {error[0]}: {error[1]}"
+
+
 InputT = TypeVar("InputT", bound=BaseModel)
 
 

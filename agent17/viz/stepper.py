@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import html
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
@@ -35,7 +35,7 @@ from agent17.deterministic import ManualClock
 from agent17.domain import EventKind, TaskStatus, utc_now
 from agent17.team.protocol import PlanRecord, PlanStatus
 from agent17.team.teammate import TickOutcome
-from agent17.tools.base import result_error
+from agent17.tools.base import describe_result
 from agent17.viz.approvals import ButtonApprover, TickJob, describe_request
 from agent17.viz.dag import BoardGraph, active_leases, board_digraph
 from agent17.viz.replay import describe_event, static_bundle
@@ -284,7 +284,7 @@ class TeamStepper:
         if tool is None:
             raise LookupError(f"{name} has no submit_plan tool")
         result = tool.run({"plan": plan}, ToolContext(identity=name))
-        self._tell(f"{name}: {_tool_line('submit_plan', result)}")
+        self._tell(f"{name}: {describe_result('submit_plan', result)}")
         return result
 
     def close(self) -> None:
@@ -339,7 +339,8 @@ class TeamStepper:
         result = tool.run(arguments, ToolContext(identity=lead.identity))
         target = about or arguments.get("to") or arguments.get("name") or ""
         self._tell(
-            f"{lead.identity}: {_tool_line(tool_name, result)}" + (f" ({target})" if target else "")
+            f"{lead.identity}: {describe_result(tool_name, result)}"
+            + (f" ({target})" if target else "")
         )
         return result
 
@@ -480,16 +481,14 @@ class TeamStepper:
         self.buttons["reject plan"].disabled = not plan_waiting
 
         done = sum(task.status is TaskStatus.COMPLETED for task in tasks)
-        parked = [name for name, job in self._jobs.items() if not job.done]
-        if self._last_outcome is not None:
-            last = self._last_outcome.describe()
-        else:
-            last = "none finished yet" if parked else "no step yet"
-        status = f"{wire_clock(now)} · {done}/{len(tasks)} completed · last step: {last}"
-        if parked:  # a pass stopped half way has not finished, but the class should see it
-            status += f" · {' and '.join(parked)} {'waits' if len(parked) == 1 else 'wait'}"
-            status += " for approval"
-        self.status.value = html.escape(status)
+        # A pass stopped half way has not finished, but the class should see that it waits.
+        parked = " and ".join(name for name, job in self._jobs.items() if not job.done)
+        last = self._last_outcome.describe() if self._last_outcome else "none finished yet"
+        waits = f" · {parked} {'wait' if ' and ' in parked else 'waits'} for approval"
+        self.status.value = html.escape(
+            f"{wire_clock(now)} · {done}/{len(tasks)} completed · last step: {last}"
+            + (waits if parked else "")
+        )
         shown = self._log[-LOG_LINES_SHOWN:]
         self.log_view.value = (
             # Long lines wrap between words (JupyterLab's own pre style breaks anywhere).
@@ -498,8 +497,3 @@ class TeamStepper:
             + html.escape("\n".join(shown) or "(no clicks yet)")
             + "</pre>"
         )
-
-
-def _tool_line(tool: str, result: Mapping[str, Any]) -> str:
-    error = result_error(result)
-    return f"{tool} -> ok" if error is None else f"{tool} -> {error[0]}: {error[1]}"
