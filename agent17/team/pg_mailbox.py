@@ -94,8 +94,16 @@ class _SessionLock:
 
     def release(self) -> None:
         connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close()  # the session ends, and its lock with it
+        if connection is None:
+            return
+        try:
+            # Closing alone ends the session, but the server lets the lock go a moment
+            # later, when its backend notices: a reader right after would still see it.
+            connection.execute("SELECT pg_advisory_unlock_all()")
+        except self._driver.Error:
+            pass  # the session is gone already, and its lock with it
+        finally:
+            connection.close()
 
     def lost(self) -> str | None:
         connection = self._connection
