@@ -34,18 +34,19 @@ from agent17.agent.permissions import (
 )
 from agent17.agent.runner import AgentRunner
 from agent17.claims import ToolContext
-from agent17.domain import Clock, IdFactory, TaskClaim
+from agent17.domain import Clock, IdFactory, TaskClaim, utc_now
 from agent17.team.mailbox import TeamMailbox
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
 from agent17.team.runtime import OutcomeListener, TeammateRuntime
 from agent17.team.simulation import SimulatedTime
-from agent17.team.sleepers import Sleeper
+from agent17.team.sleepers import Sleeper, WatcherFactory, WatchingSleeper
 from agent17.team.workplace import (
     TaskBoard,
     open_board,
     open_mailbox,
     parse_store_url,
     real_workspace,
+    watching_sleeper,
 )
 from agent17.tools.base import ToolRegistry
 from agent17.tools.task_tools import (
@@ -164,6 +165,10 @@ class TeamSettings:
     store: str | None = None
     """Where the board and mailbox live: None, the workspace's SQLite files; or a
     `postgresql://` URL (the workspace stays the teammates' working directory)."""
+    watch_shared_state: bool = False
+    """Real time, with teammates of other processes or hosts: each worker waits on a
+    sleeper of its own that their changes wake (SQLite: the files' data versions;
+    PostgreSQL: LISTEN/NOTIFY), not on `sleeper`. `agent17 run` sets it."""
 
 
 @dataclass(slots=True)
@@ -242,12 +247,20 @@ def build_team(settings: TeamSettings) -> Team:
     protocol = TeamProtocol(
         mailbox, lead_name=settings.lead_name, new_request_id=settings.new_request_id
     )
+    watch: WatcherFactory | None = None
+    if settings.watch_shared_state:
+        board_clock = settings.clock or utc_now
+
+        def watch(name: str) -> tuple[WatchingSleeper, Callable[[], None]]:
+            return watching_sleeper(store, mailbox, name, clock=board_clock)
+
     teammates = TeammateRuntime(
         mailbox,
         lead_name=settings.lead_name,
         sleeper=settings.sleeper,
         on_outcome=settings.on_outcome,
         simulation=settings.simulation,
+        watch=watch,
     )
     clock_kwargs = {} if settings.clock is None else {"clock": settings.clock}
     audit = (

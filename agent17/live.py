@@ -73,6 +73,9 @@ def run_live(
         poll_interval_seconds=poll_interval_seconds,
         max_idle_polls=max_idle_polls,
         store=store,
+        # Teammates started elsewhere (`agent17 teammate`, another host) complete tasks
+        # and send messages too: their changes wake this process's teammates at once.
+        watch_shared_state=True,
     )
     team = build_team(settings)
     try:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from team_backends import BACKENDS, TeamPlace, make_place
 from team_fixtures import lead_context, team
+from team_processes import wait_until
 
 from agent17 import SqliteTaskStore
 from agent17.deterministic import COURSE_START, ManualClock
@@ -27,6 +28,9 @@ from agent17.team.simulation import SimulatedTime
 from agent17.team.sleepers import ChangeWatchingSleeper
 from agent17.team.teammate import TickKind
 from agent17.tools.team_tools import lead_team_tool_definitions
+
+WAIT = 30.0
+WELL_BEFORE_THE_POLL = 10.0  # the teammates poll every 30 s
 
 # -- the registry ------------------------------------------------------------------------
 
@@ -248,3 +252,52 @@ def test_the_team_in_simulated_time_idles_out_and_comes_back_for_a_message(tmp_p
         simulation.leave()
     finally:
         crew.close()
+
+
+# -- a team in this process, woken by changes made elsewhere -------------------------------
+
+
+def test_a_team_watching_shared_state_is_woken_by_a_task_made_ready_elsewhere(
+    place: TeamPlace,
+) -> None:
+    # What `agent17 run` builds: its teammates are threads, but a teammate process (or
+    # one on another host) can complete a task or make one ready; with a 30 s poll only
+    # the watching sleeper can wake them in time.
+    from agent17.agent.models import ScriptedModel, teammate_script
+    from agent17.bootstrap import TeamSettings, build_team
+    from agent17.team.teammate import TickOutcome
+
+    idle, claimed = threading.Event(), threading.Event()
+
+    def seen(outcome: TickOutcome) -> None:
+        (claimed if outcome.kind is TickKind.CLAIMED else idle).set()
+
+    crew = build_team(
+        TeamSettings(
+            workspace=place.workspace,
+            lead_model=ScriptedModel([], name="lead"),
+            teammate_model=lambda name: teammate_script(),
+            poll_interval_seconds=30.0,
+            on_outcome=seen,
+            persistent_audit=False,
+            store=place.url,
+            watch_shared_state=True,
+        )
+    )
+    elsewhere = place.store()  # its own connection: what another process would commit
+    try:
+        crew.teammates.spawn("alice")
+        crew.teammates.start()
+        assert idle.wait(WAIT), "alice never finished her first, empty scan"
+        made = time.monotonic()
+        task = elsewhere.create_task("made elsewhere")
+        assert claimed.wait(WAIT), "alice was not woken by the new task"
+        assert time.monotonic() - made < WELL_BEFORE_THE_POLL
+        wait_until(lambda: elsewhere.get_task(task.id).status.value == "completed", "completed")
+    finally:
+        crew.close()
+    assert crew.teammates.active_workers() == ()
+    if place.url is not None:  # the worker's listening session ended with it
+        import pg_cluster
+
+        assert pg_cluster.backend_pids(place.dsn, "agent17 listener") == []

@@ -26,7 +26,7 @@ from agent17.team.mailbox import TeamMailbox
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
 from agent17.team.registry import TeamError, TeamRegistry, require_teammate_name
 from agent17.team.simulation import SimulatedTime
-from agent17.team.sleepers import EventSleeper, Sleeper
+from agent17.team.sleepers import EventSleeper, Sleeper, WatcherFactory
 from agent17.team.teammate import Teammate, TeammateAgent, TickOutcome
 from agent17.work_stealing import WiringError, WorkStealingRuntime
 
@@ -52,6 +52,7 @@ class TeammateRuntime:
         sleeper: Sleeper | None = None,
         on_outcome: OutcomeListener | None = None,
         simulation: SimulatedTime | None = None,
+        watch: WatcherFactory | None = None,
     ) -> None:
         self.mailbox = mailbox
         self.registry = TeamRegistry(mailbox)
@@ -61,6 +62,11 @@ class TeammateRuntime:
         self.lead_name = lead_name
         self.sleeper: Sleeper = sleeper if sleeper is not None else simulation or EventSleeper()
         self._on_outcome = on_outcome
+        # Real time only: each worker gets a sleeper of its own that other processes'
+        # (other hosts') changes wake, instead of the shared in-process `sleeper`.
+        if watch is not None and (sleeper is not None or simulation is not None):
+            raise ValueError("watch is a sleeper of each worker's own: give it alone")
+        self._watch = watch
         # One re-entrant condition guards all state below and signals every change of it.
         self._state = threading.Condition()
         self._protocol: TeamProtocol | None = None
@@ -238,13 +244,19 @@ class TeammateRuntime:
                     self._sleeping.discard(name)
                 self._state.notify_all()
 
+        sleeper: Sleeper = self.sleeper
+        before_scan: Callable[[], None] | None = None
+        stop_watching: Callable[[], None] | None = None
         try:
             if self.simulation is not None:
                 self.simulation.enter(name)
+            if self._watch is not None:
+                watcher, stop_watching = self._watch(name)
+                sleeper, before_scan = watcher, watcher.mark
             teammate.recover_unacked()
             run_idle_loop(
                 teammate,
-                sleeper=self.sleeper,
+                sleeper=sleeper,
                 wake=wake,
                 poll_interval_seconds=self.work_stealing.poll_interval_seconds,
                 max_idle_polls=self.work_stealing.max_idle_polls,
@@ -252,12 +264,15 @@ class TeammateRuntime:
                 time_out=lambda: self._time_out(name, wake),
                 on_outcome=self._on_outcome,
                 on_wait=on_wait,
+                before_scan=before_scan,
             )
         except BaseException as error:
             with self._state:
                 self._failures[name] = error
             raise
         finally:
+            if stop_watching is not None:
+                stop_watching()
             with self._state:
                 if self._workers.get(name) is threading.current_thread():
                     del self._workers[name]

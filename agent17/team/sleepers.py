@@ -21,6 +21,20 @@ class Sleeper(Protocol):
     def wait(self, seconds: float, wake: threading.Event) -> bool: ...
 
 
+class WatchingSleeper(Protocol):
+    """A sleeper that watches the shared state: `mark()` before each scan, then `wait`."""
+
+    last_reason: str
+
+    def mark(self) -> None: ...
+
+    def wait(self, seconds: float, wake: threading.Event) -> bool: ...
+
+
+WatcherFactory = Callable[[str], tuple[WatchingSleeper, Callable[[], None]]]
+"""Teammate name -> its own watching sleeper, and how to stop it when its worker ends."""
+
+
 class EventSleeper:
     """The production sleeper: a timed wait on the teammate's wake event."""
 

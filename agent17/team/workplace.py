@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import os
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from agent17.domain import Clock, IdFactory, TaskError, utc_now
 from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
@@ -33,8 +34,8 @@ from agent17.store.postgres import PostgresTaskStore
 from agent17.store.sqlite import SqliteTaskStore
 from agent17.team.mailbox import Mailbox, MailboxError, TeamMailbox, WakeRegistry
 from agent17.team.pg_mailbox import BOARD_CHANNEL, MAIL_CHANNEL, PostgresMailbox
-from agent17.team.pg_wakeups import NotificationListener, NotifySleeper
-from agent17.team.sleepers import ChangeWatchingSleeper
+from agent17.team.pg_wakeups import NotifySleeper
+from agent17.team.sleepers import ChangeWatchingSleeper, WatchingSleeper
 
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 
@@ -44,16 +45,6 @@ TaskBoard = SqliteTaskStore | PostgresTaskStore
 
 class StoreUrlError(ValueError):
     """A `--store` value that names no store we can open; the message is one line."""
-
-
-class WatchingSleeper(Protocol):
-    """A sleeper that watches the shared state: `mark()` before each scan, then `wait`."""
-
-    last_reason: str
-
-    def mark(self) -> None: ...
-
-    def wait(self, seconds: float, wake: Any) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,6 +176,37 @@ def open_mailbox(
     return PostgresMailbox(location.url, wakeups=wakeups)
 
 
+def watching_sleeper(
+    store: TaskBoard, mailbox: TeamMailbox, name: str, *, clock: Clock = utc_now
+) -> tuple[WatchingSleeper, Callable[[], None]]:
+    """How teammate `name` waits so that the others' changes wake it, and how to stop that.
+
+    SQLite: the files' data versions, looked at every 0.1 s, and the first lease
+    deadline on `clock` (this host's: the board is on this host). PostgreSQL:
+    LISTEN/NOTIFY on a session of its own (closed by the second value), and the
+    deadline on the board's clock. Another process, or another host, can be the
+    one that changed something: a message, a task made ready, a lease run out.
+    """
+    if isinstance(store, SqliteTaskStore) and isinstance(mailbox, Mailbox):
+        watcher = ChangeWatchingSleeper(
+            versions=(store.data_version, mailbox.data_version),
+            next_deadline=store.next_lease_expiry,
+            clock=clock,
+        )
+        return watcher, lambda: None
+    if isinstance(store, PostgresTaskStore) and isinstance(mailbox, PostgresMailbox):
+        listener = mailbox.listen()
+        sleeper = NotifySleeper(
+            listener,
+            name,
+            board_channel=BOARD_CHANNEL,
+            mail_channel=MAIL_CHANNEL,
+            lease_left=store.seconds_to_next_lease_expiry,
+        )
+        return sleeper, listener.close
+    raise TypeError("the board and the mailbox must be on the same engine")
+
+
 @dataclass
 class Workplace:
     """A team's board and mailbox on one engine, and how a teammate there waits for work."""
@@ -193,7 +215,7 @@ class Workplace:
     workspace: Path
     store: TaskBoard
     mailbox: TeamMailbox
-    _listeners: list[NotificationListener] = field(default_factory=list)
+    _stops: list[Callable[[], None]] = field(default_factory=list)
 
     @classmethod
     def open(
@@ -229,35 +251,15 @@ class Workplace:
         return str(store.workspace) if isinstance(store, SqliteTaskStore) else store.where
 
     def sleeper(self, name: str, *, clock: Clock = utc_now) -> WatchingSleeper:
-        """How teammate `name` in its own process waits: woken by the others' changes.
-
-        SQLite: the files' data versions, looked at every 0.1 s, and the first lease
-        deadline on `clock` (this host's: the board is on this host). PostgreSQL:
-        LISTEN/NOTIFY on a session of its own, and the deadline on the board's clock.
-        """
-        store, mailbox = self.store, self.mailbox
-        if isinstance(store, SqliteTaskStore) and isinstance(mailbox, Mailbox):
-            return ChangeWatchingSleeper(
-                versions=(store.data_version, mailbox.data_version),
-                next_deadline=store.next_lease_expiry,
-                clock=clock,
-            )
-        if isinstance(store, PostgresTaskStore) and isinstance(mailbox, PostgresMailbox):
-            listener = mailbox.listen()
-            self._listeners.append(listener)
-            return NotifySleeper(
-                listener,
-                name,
-                board_channel=BOARD_CHANNEL,
-                mail_channel=MAIL_CHANNEL,
-                lease_left=store.seconds_to_next_lease_expiry,
-            )
-        raise TypeError("the board and the mailbox must be on the same engine")
+        """How teammate `name` in its own process waits: woken by the others' changes."""
+        sleeper, stop = watching_sleeper(self.store, self.mailbox, name, clock=clock)
+        self._stops.append(stop)
+        return sleeper
 
     def close(self) -> None:
         """Close every connection (the board and the messages stay)."""
-        for listener in self._listeners:
-            listener.close()
+        for stop in self._stops:
+            stop()
         self.mailbox.close()
         self.store.close()
 
