@@ -148,6 +148,34 @@ def test_a_lease_that_runs_out_during_the_wait_ends_it(tmp_path: Path) -> None:
         assert sleeper.last_reason == "lease ran out"
 
 
+def test_a_lease_that_ran_out_and_stays_unreleased_ends_one_wait_not_every_wait(
+    tmp_path: Path,
+) -> None:
+    # A plan-blocked teammate takes no task, so nothing releases the run-out lease:
+    # its sleeper must not wake again at once, wait after wait (a busy loop).
+    clock = ManualClock()
+    with (
+        SqliteTaskStore(tmp_path, clock=clock, lease_seconds=1) as store,
+        Mailbox(tmp_path) as mailbox,
+    ):
+        store.create_task("A")
+        store.claim_next("someone")
+        clock.advance(2)  # run out, and nobody's operation has released it yet
+        sleeper = ChangeWatchingSleeper(
+            versions=(store.data_version, mailbox.data_version),
+            next_deadline=store.next_lease_expiry,
+            clock=clock,
+            check_every=0.01,
+        )
+        sleeper.mark()
+        assert sleeper.wait(30.0, threading.Event()) is True  # once: the next scan releases it
+        assert sleeper.last_reason == "lease ran out"
+        started = time.monotonic()
+        assert sleeper.wait(0.3, threading.Event()) is False  # the scan was plan-blocked
+        assert sleeper.last_reason == "poll interval"
+        assert time.monotonic() - started >= 0.3
+
+
 # -- simulated time ----------------------------------------------------------------------
 
 

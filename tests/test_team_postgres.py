@@ -307,3 +307,26 @@ def test_a_mailbox_whose_connection_was_dropped_between_operations_reconnects_un
     _terminate(place, pid)
     mailbox.send("alice", sender="lead", kind="text", body="two")
     assert [m.body for m in mailbox.messages("alice")] == ["one", "two"]
+
+
+def test_a_lease_that_ran_out_and_stays_unreleased_ends_one_wait_not_every_wait(
+    place: PostgresTeamPlace,
+) -> None:
+    # A plan-blocked teammate takes no task, so nothing releases the run-out lease:
+    # its sleeper must not wake again at once, wait after wait (a busy loop).
+    store = place.raw_store(lease_seconds=0.2)
+    store.create_task("A")
+    store.claim_next("carol")
+    sleeper = sleeper_for(place, "alice", store)
+    assert sleeper.wait(POLL, threading.Event()) is True
+    assert sleeper.last_reason == "lease ran out"
+    left = store.seconds_to_next_lease_expiry()
+    assert left is not None and left <= 0  # run out, still on the board
+    started = time.monotonic()
+    assert sleeper.wait(0.3, threading.Event()) is False
+    assert sleeper.last_reason == "poll interval"
+    assert time.monotonic() - started >= 0.3
+    # News still wakes it: the lease's release by someone else's pass.
+    assert store.claim_next("bob") is not None
+    assert sleeper.wait(POLL, threading.Event()) is True
+    assert sleeper.last_reason == "notified"

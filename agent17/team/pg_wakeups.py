@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agent17.domain import Refusal
 from agent17.store.pg_schema import plain_name
+from agent17.team.sleepers import LeaseDeadline
 
 if TYPE_CHECKING:
     import psycopg
@@ -153,6 +154,7 @@ class NotifySleeper:
         self._board = board_channel
         self._mail = mail_channel
         self._lease_left = lease_left
+        self._lease = LeaseDeadline()
         self.check_every = check_every
         self.last_reason = ""
 
@@ -168,10 +170,12 @@ class NotifySleeper:
 
     def wait(self, seconds: float, wake: threading.Event) -> bool:
         """Wait up to `seconds`; True if a notification, a wake or a lease deadline ended it."""
-        started = time.monotonic()
         left = self._lease_left()
-        if left is not None and left <= 0:
-            # Ran out after the scan that just ended: the next scan releases it.
+        # After the read: `left` was measured on the server, once the query got there;
+        # counting from before it would end the wait that much before the lease does.
+        started = time.monotonic()
+        left, ran_out = self._lease.judge(left)
+        if ran_out:
             self.last_reason = "lease ran out"
             return True
         limit = seconds if left is None else min(seconds, left)
@@ -182,6 +186,7 @@ class NotifySleeper:
             elapsed = time.monotonic() - started
             if elapsed >= limit:
                 if limit < seconds:
+                    self._lease.woke()
                     self.last_reason = "lease ran out"
                     return True
                 self.last_reason = "poll interval"

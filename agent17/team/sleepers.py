@@ -35,6 +35,30 @@ WatcherFactory = Callable[[str], tuple[WatchingSleeper, Callable[[], None]]]
 """Teammate name -> its own watching sleeper, and how to stop it when its worker ends."""
 
 
+class LeaseDeadline:
+    """What a watching sleeper makes of the first lease's seconds left, wait after wait."""
+
+    def __init__(self) -> None:
+        self._passed_seen = False
+
+    def judge(self, left: float | None) -> tuple[float | None, bool]:
+        """(seconds to wait for the lease, or None; True if it ran out already: wake now)."""
+        if left is None or left > 0:
+            self._passed_seen = False
+            return left, False
+        if not self._passed_seen:
+            # Ran out after the scan that just ended: wake, the next scan releases it.
+            self._passed_seen = True
+            return None, True
+        # Still there after that scan (a plan-blocked pass takes no task and releases
+        # nothing): waking again at once would spin; wait for news or the poll.
+        return None, False
+
+    def woke(self) -> None:
+        """A wait just ended at the lease's end: the next one must not end for it again."""
+        self._passed_seen = True
+
+
 class EventSleeper:
     """The production sleeper: a timed wait on the teammate's wake event."""
 
@@ -156,6 +180,7 @@ class ChangeWatchingSleeper:
         self._clock = clock
         self.check_every = check_every
         self._marked: tuple[int, ...] = self._read()
+        self._lease = LeaseDeadline()
         self.last_reason = ""
 
     def _read(self) -> tuple[int, ...]:
@@ -167,12 +192,13 @@ class ChangeWatchingSleeper:
 
     def wait(self, seconds: float, wake: threading.Event) -> bool:
         """Wait up to `seconds`; True if a wake, a change or a lease expiry ended it early."""
-        started = time.monotonic()
         deadline = self._next_deadline()
-        # A lease that already ran out is released by the next scan, not waited for.
         lease_left = None if deadline is None else (deadline - self._clock()).total_seconds()
-        if lease_left is not None and lease_left <= 0:
-            lease_left = None
+        started = time.monotonic()  # after the clock was read: never before the lease ends
+        lease_left, ran_out = self._lease.judge(lease_left)
+        if ran_out:
+            self.last_reason = "lease ran out"
+            return True
         while True:
             if wake.is_set():
                 self.last_reason = "woken"
@@ -182,6 +208,7 @@ class ChangeWatchingSleeper:
                 return True
             elapsed = time.monotonic() - started
             if lease_left is not None and elapsed >= lease_left:
+                self._lease.woke()
                 self.last_reason = "lease ran out"
                 return True
             if elapsed >= seconds:
