@@ -13,6 +13,14 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from claim_one_answers import (
+    deferred_begin,
+    ignores_the_rowcount,
+    leaves_its_transaction_open,
+    one_statement,
+    select_then_update,
+    takes_the_newest,
+)
 
 from agent17 import Task, TaskStatus
 from agent17.exercises import EXERCISES, check
@@ -174,76 +182,6 @@ def test_take_if_pending_wrong_answers_are_named() -> None:
 
 
 # -- claim_one: caught every time -----------------------------------------------------------
-
-
-def select_then_update(connection: sqlite3.Connection, owner: str) -> int | None:
-    row = connection.execute(
-        "SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT 1"
-    ).fetchone()
-    if row is None:
-        return None
-    connection.execute("UPDATE jobs SET status = 'taken', owner = ? WHERE id = ?", (owner, row[0]))
-    return int(row[0])
-
-
-def ignores_the_rowcount(connection: sqlite3.Connection, owner: str) -> int | None:
-    row = connection.execute(
-        "SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT 1"
-    ).fetchone()
-    if row is None:
-        return None
-    connection.execute(
-        "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ? AND status = 'pending'",
-        (owner, row[0]),
-    )
-    return int(row[0])
-
-
-def deferred_begin(connection: sqlite3.Connection, owner: str) -> int | None:
-    connection.execute("BEGIN")
-    try:
-        row = connection.execute(
-            "SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT 1"
-        ).fetchone()
-        if row is not None:
-            connection.execute(
-                "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ?", (owner, row[0])
-            )
-        connection.execute("COMMIT")
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    return None if row is None else int(row[0])
-
-
-def takes_the_newest(connection: sqlite3.Connection, owner: str) -> int | None:
-    row = connection.execute(
-        "UPDATE jobs SET status = 'taken', owner = ? WHERE id = (SELECT id FROM jobs"
-        " WHERE status = 'pending' ORDER BY id DESC LIMIT 1) RETURNING id",
-        (owner,),
-    ).fetchone()
-    return None if row is None else int(row[0])
-
-
-def leaves_its_transaction_open(connection: sqlite3.Connection, owner: str) -> int | None:
-    connection.execute("BEGIN IMMEDIATE")
-    row = connection.execute(
-        "SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT 1"
-    ).fetchone()
-    if row is not None:
-        connection.execute(
-            "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ?", (owner, row[0])
-        )
-    return None if row is None else int(row[0])
-
-
-def one_statement(connection: sqlite3.Connection, owner: str) -> int | None:
-    row = connection.execute(
-        "UPDATE jobs SET status = 'taken', owner = ? WHERE id = (SELECT id FROM jobs"
-        " WHERE status = 'pending' ORDER BY id LIMIT 1) RETURNING id",
-        (owner,),
-    ).fetchone()
-    return None if row is None else int(row[0])
 
 
 CLAIM_ONE_WRONG = [

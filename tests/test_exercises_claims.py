@@ -14,56 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from claim_one_answers import (
+    PICK,
+    TAKE,
+    deferred_begin,
+    ignores_the_rowcount,
+    through_a_cursor,
+    two_transactions,
+)
 
 from agent17.exercises import EXERCISES, check, claims
 from agent17.exercises.claims import SlowSelectConnection, make_jobs, open_checked
 from agent17.exercises.effects import NotesFile
-
-PICK = "SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT 1"
-TAKE = "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ?"
-
-
-def two_transactions(connection: sqlite3.Connection, owner: str) -> int | None:
-    connection.execute("BEGIN")
-    row = connection.execute(PICK).fetchone()
-    connection.execute("COMMIT")
-    if row is None:
-        return None
-    connection.execute("BEGIN IMMEDIATE")
-    connection.execute(TAKE, (owner, row[0]))
-    connection.execute("COMMIT")
-    return int(row[0])
-
-
-def ignores_the_rowcount(connection: sqlite3.Connection, owner: str) -> int | None:
-    row = connection.execute(PICK).fetchone()
-    if row is None:
-        return None
-    connection.execute(TAKE + " AND status = 'pending'", (owner, row[0]))
-    return int(row[0])
-
-
-def deferred_begin(connection: sqlite3.Connection, owner: str) -> int | None:
-    connection.execute("BEGIN")
-    try:
-        row = connection.execute(PICK).fetchone()
-        if row is not None:
-            connection.execute(TAKE, (owner, row[0]))
-        connection.execute("COMMIT")
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    return None if row is None else int(row[0])
-
-
-def through_a_cursor(connection: sqlite3.Connection, owner: str) -> int | None:
-    cursor = connection.cursor()
-    row = cursor.execute(PICK).fetchone()
-    if row is None:
-        return None
-    cursor.execute(TAKE, (owner, row[0]))
-    return int(row[0])
-
 
 EVERY_RACER = "bob, carol, dave and erin all got job 1: your SELECT and UPDATE are two separate"
 
