@@ -42,8 +42,7 @@ from agent17.team.simulation import SimulatedTime
 from agent17.team.sleepers import Sleeper, WatcherFactory, WatchingSleeper
 from agent17.team.workplace import (
     TaskBoard,
-    open_board,
-    open_mailbox,
+    Workplace,
     parse_store_url,
     real_workspace,
     watching_sleeper,
@@ -224,21 +223,16 @@ class Team:
 def build_team(settings: TeamSettings) -> Team:
     """Build one store and everything that shares it, wired in the chapter's order."""
     workspace = settings.workspace
-    location = parse_store_url(settings.store)
     # The board first: a server that cannot be reached stops here, before any file is made.
-    store = open_board(
-        location,
+    workplace = Workplace.open(
+        parse_store_url(settings.store),
         workspace,
         clock=settings.clock,
         new_task_id=settings.new_task_id,
         new_claim_token=settings.new_claim_token,
         lease_seconds=settings.lease_seconds,
     )
-    try:
-        mailbox = open_mailbox(location, workspace)
-    except BaseException:
-        store.close()
-        raise
+    store, mailbox = workplace.store, workplace.mailbox
     work_stealing = WorkStealingRuntime(
         store=store,
         poll_interval_seconds=settings.poll_interval_seconds,
