@@ -7,6 +7,7 @@ the PostgreSQL store; they live here once, as plain functions of values.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,6 +16,7 @@ from typing import Final
 from agent17.domain import (
     ErrorCode,
     EventKind,
+    IdFactory,
     Task,
     TaskError,
     TaskStatus,
@@ -113,6 +115,35 @@ def require_event_sequence(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SEQUENCE:
         raise invalid(f"after_sequence must be an integer from 0 to 2**63 - 1: {preview(value)}")
     return value
+
+
+def random_uuid() -> str:
+    """A fresh random id: the default task id and claim token of both stores."""
+    return str(uuid.uuid4())
+
+
+class ClaimTokens:
+    """Where a store's claim tokens come from: its factory, each one checked.
+
+    A token drawn for a claim that took nothing (claim_next found no task, the
+    claim rolled back before it was issued) is given back and used by the next
+    claim, so an empty poll uses up no token (a counting generator stays gapless).
+    """
+
+    def __init__(self, factory: IdFactory | None) -> None:
+        self._factory: IdFactory = factory or random_uuid
+        self._spare: str | None = None
+
+    def draw(self) -> str:
+        """The token for the claim about to be made."""
+        token, self._spare = self._spare or self._factory(), None
+        if not is_canonical_uuid(token):
+            raise ValueError(f"new_claim_token returned a non-canonical UUID: {token!r}")
+        return token
+
+    def give_back(self, token: str) -> None:
+        """`token` was never issued: the next claim takes it."""
+        self._spare = token
 
 
 def lease_end(now: datetime, lease: timedelta) -> datetime:

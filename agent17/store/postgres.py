@@ -38,7 +38,6 @@ rolls back all. Connecting, reconnecting and interrupts are `pg_connection`'s.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final, NamedTuple, TypeVar
@@ -53,10 +52,10 @@ from agent17.domain import (
     TaskError,
     TaskStatus,
     check_lease_seconds,
-    is_canonical_uuid,
     require_utc,
 )
 from agent17.store.board import (
+    ClaimTokens,
     Edge,
     IssuedClaim,
     assemble_board,
@@ -66,6 +65,7 @@ from agent17.store.board import (
     corrupted,
     lease_end,
     not_claimable,
+    random_uuid,
     require_drafts,
     require_owner,
     require_status,
@@ -113,10 +113,6 @@ class _Row(NamedTuple):
     edges: list[list[Any]]
 
 
-def _random_uuid() -> str:
-    return str(uuid.uuid4())
-
-
 class PostgresTaskStore(PostgresBoardLog):
     """The chapter's leased task board in the `agent17` schema of a PostgreSQL database."""
 
@@ -135,11 +131,8 @@ class PostgresTaskStore(PostgresBoardLog):
         self.lease = timedelta(seconds=check_lease_seconds(lease_seconds))
         # None: the server's clock, one for every host on the board.
         self._clock: Clock | None = clock
-        self._new_task_id: IdFactory = new_task_id or _random_uuid
-        self._new_claim_token: IdFactory = new_claim_token or _random_uuid
-        # A token drawn for a claim_next that found nothing is kept for the next claim,
-        # so an empty poll uses up no token (a counting generator stays gapless).
-        self._spare_token: str | None = None
+        self._new_task_id: IdFactory = new_task_id or random_uuid
+        self._tokens = ClaimTokens(new_claim_token)
         # The token of this thread's claim in progress, to look up if its COMMIT is lost.
         self._in_flight = threading.local()
         # create=False: open a board that exists, or refuse (`store_not_found`), making nothing.
@@ -309,7 +302,7 @@ class PostgresTaskStore(PostgresBoardLog):
             except TaskError:
                 raise error from None  # still unreachable: the first answer stands
             if not found:
-                self._spare_token = token
+                self._tokens.give_back(token)
                 raise TaskError(
                     STORE_UNAVAILABLE,
                     f"{error.message.split('; its outcome', 1)[0]}; the board shows no such"
@@ -326,9 +319,7 @@ class PostgresTaskStore(PostgresBoardLog):
         sequence: int | None = None,
     ) -> TaskClaim | None:
         expires = lease_end(now, self.lease)  # before a token is drawn: a refusal spends none
-        token, self._spare_token = self._spare_token or self._new_claim_token(), None
-        if not is_canonical_uuid(token):
-            raise ValueError(f"new_claim_token returned a non-canonical UUID: {token!r}")
+        token = self._tokens.draw()
         params = {"owner": owner, "token": token, "now": now, "expires": expires}
         self._in_flight.token = token
         try:
@@ -343,10 +334,10 @@ class PostgresTaskStore(PostgresBoardLog):
         except BaseException:
             # Lost or interrupted mid-statement: the transaction rolls back, so the token
             # was never issued (and the unique index would catch it if it had been).
-            self._spare_token = token
+            self._tokens.give_back(token)
             raise
         if found is None:
-            self._spare_token = token
+            self._tokens.give_back(token)
             return None
         row = _Row(*found)
         # The count said ready; the edges must agree (graph_corrupted rolls the claim back).

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,6 +38,7 @@ from agent17.domain import (
     utc_now,
 )
 from agent17.store.board import (
+    ClaimTokens,
     Edge,
     IssuedClaim,
     assemble_board,
@@ -50,6 +50,7 @@ from agent17.store.board import (
     invalid,
     lease_end,
     not_claimable,
+    random_uuid,
     require_drafts,
     require_owner,
     require_status,
@@ -116,10 +117,6 @@ T = TypeVar("T")
 Row = sqlite3.Row
 
 
-def _random_uuid() -> str:
-    return str(uuid.uuid4())
-
-
 class SqliteTaskStore(SqliteBoardLog):
     """The chapter's leased task board in `<workspace>/.agent_tutorial/tasks.sqlite3`."""
 
@@ -136,11 +133,8 @@ class SqliteTaskStore(SqliteBoardLog):
     ) -> None:
         self.lease = timedelta(seconds=check_lease_seconds(lease_seconds))
         self._clock: Clock = clock if clock is not None else utc_now
-        self._new_task_id: IdFactory = new_task_id or _random_uuid
-        self._new_claim_token: IdFactory = new_claim_token or _random_uuid
-        # A token drawn for a claim_next that found nothing is kept for the next claim,
-        # so an empty poll uses up no token (a counting generator stays gapless).
-        self._spare_token: str | None = None
+        self._new_task_id: IdFactory = new_task_id or random_uuid
+        self._tokens = ClaimTokens(new_claim_token)
         self._db = StateDatabase(workspace, TASK_DB_NAME, BOARD_SCHEMA, TaskError)
         self.path: Path = self._db.path
         self.workspace: Path = self._db.workspace
@@ -330,9 +324,7 @@ class SqliteTaskStore(SqliteBoardLog):
         checked_blocked_by: tuple[str, ...] | None = None,
     ) -> TaskClaim | None:
         expires = lease_end(now, self.lease)  # before a token is drawn: a refusal spends none
-        token, self._spare_token = self._spare_token or self._new_claim_token(), None
-        if not is_canonical_uuid(token):
-            raise ValueError(f"new_claim_token returned a non-canonical UUID: {token!r}")
+        token = self._tokens.draw()
         stamp, until = db_time(now), db_time(expires)
         params = {"owner": owner, "token": token, "now": stamp, "expires": until}
         try:
@@ -347,7 +339,7 @@ class SqliteTaskStore(SqliteBoardLog):
                 f"claim token {token} was issued before; the claim was rolled back",
             ) from None
         if row is None:
-            self._spare_token = token
+            self._tokens.give_back(token)
             return None
         blocked_by = checked_blocked_by
         if blocked_by is None:
