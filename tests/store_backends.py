@@ -114,14 +114,7 @@ class SqliteBoard:
         lease_seconds: float = 300.0,
     ) -> SqliteTaskStore:
         """A store with a manual clock and counting ids/tokens unless told otherwise."""
-        return self.raw_store(
-            clock=clock if clock is not None else ManualClock(),
-            new_task_id=new_task_id if new_task_id is not None else uuid_sequence(TASK_ID_BLOCK),
-            new_claim_token=(
-                new_claim_token if new_claim_token is not None else uuid_sequence(TOKEN_BLOCK)
-            ),
-            lease_seconds=lease_seconds,
-        )
+        return self.raw_store(**_deterministic(clock, new_task_id, new_claim_token, lease_seconds))
 
     def raw_store(self, **options: Any) -> SqliteTaskStore:
         """A store built with exactly these options (real clock and UUIDs by default)."""
@@ -211,13 +204,20 @@ class SqliteBoard:
             connection.close()
 
 
-def _deterministic(options: dict[str, Any]) -> dict[str, Any]:
-    """A manual clock and counting ids/tokens unless told otherwise."""
+def _deterministic(
+    clock: Callable[[], Any] | None,
+    new_task_id: Callable[[], str] | None,
+    new_claim_token: Callable[[], str] | None,
+    lease_seconds: float,
+) -> dict[str, Any]:
+    """A manual clock and counting ids/tokens unless told otherwise (both engines)."""
     return {
-        "clock": options.get("clock") or ManualClock(),
-        "new_task_id": options.get("new_task_id") or uuid_sequence(TASK_ID_BLOCK),
-        "new_claim_token": options.get("new_claim_token") or uuid_sequence(TOKEN_BLOCK),
-        "lease_seconds": options.get("lease_seconds", 300.0),
+        "clock": clock if clock is not None else ManualClock(),
+        "new_task_id": new_task_id if new_task_id is not None else uuid_sequence(TASK_ID_BLOCK),
+        "new_claim_token": (
+            new_claim_token if new_claim_token is not None else uuid_sequence(TOKEN_BLOCK)
+        ),
+        "lease_seconds": lease_seconds,
     }
 
 
@@ -247,16 +247,7 @@ class PostgresBoard:
         lease_seconds: float = 300.0,
     ) -> PostgresTaskStore:
         """A store with a manual clock and counting ids/tokens unless told otherwise."""
-        return self.raw_store(
-            **_deterministic(
-                {
-                    "clock": clock,
-                    "new_task_id": new_task_id,
-                    "new_claim_token": new_claim_token,
-                    "lease_seconds": lease_seconds,
-                }
-            )
-        )
+        return self.raw_store(**_deterministic(clock, new_task_id, new_claim_token, lease_seconds))
 
     def raw_store(self, **options: Any) -> PostgresTaskStore:
         """A store built with exactly these options (the server's clock and UUIDs by default)."""

@@ -23,7 +23,25 @@ from agent17.team.pg_mailbox import PostgresMailbox
 BACKENDS = ("sqlite", "postgres")
 
 
-class SqliteTeamPlace:
+class _Place:
+    """What both engines' places share: the board's stores, and closing what was opened."""
+
+    board: Any
+    _opened: list[Any]
+
+    def store(self, **options: Any) -> Any:
+        return self.board.store(**options)
+
+    def raw_store(self, **options: Any) -> Any:
+        return self.board.raw_store(**options)
+
+    def close(self) -> None:
+        for thing in self._opened:
+            thing.close()
+        self.board.close_all()
+
+
+class SqliteTeamPlace(_Place):
     """The team in `<workspace>/.agent_tutorial/`: tasks.sqlite3 and mailbox.sqlite3."""
 
     backend = "sqlite"
@@ -40,12 +58,6 @@ class SqliteTeamPlace:
         self._opened.append(mailbox)
         return mailbox
 
-    def store(self, **options: Any) -> Any:
-        return self.board.store(**options)
-
-    def raw_store(self, **options: Any) -> Any:
-        return self.board.raw_store(**options)
-
     def integrity_problems(self) -> list[str]:
         problems = self.board.integrity_problems()
         path = self.workspace / ".agent_tutorial" / "mailbox.sqlite3"
@@ -58,13 +70,8 @@ class SqliteTeamPlace:
             problems += [] if found == ["ok"] else found
         return problems
 
-    def close(self) -> None:
-        for thing in self._opened:
-            thing.close()
-        self.board.close_all()
 
-
-class PostgresTeamPlace:
+class PostgresTeamPlace(_Place):
     """The team in a fresh database of the test server: board and mailbox side by side."""
 
     backend = "postgres"
@@ -73,8 +80,9 @@ class PostgresTeamPlace:
         self.workspace = workspace
         self.board = PostgresBoard(server)
         self.dsn = self.board.dsn
-        self.url: str | None = server.url(self.board.dbname)
-        self.cli = ["--store", server.url(self.board.dbname)]
+        url = server.url(self.board.dbname)
+        self.url: str | None = url
+        self.cli = ["--store", url]
         self._opened: list[Any] = []
 
     def mailbox(self, **options: Any) -> PostgresMailbox:
@@ -82,19 +90,8 @@ class PostgresTeamPlace:
         self._opened.append(mailbox)
         return mailbox
 
-    def store(self, **options: Any) -> Any:
-        return self.board.store(**options)
-
-    def raw_store(self, **options: Any) -> Any:
-        return self.board.raw_store(**options)
-
     def integrity_problems(self) -> list[str]:
         return self.board.integrity_problems()  # every constraint and index of the schema
-
-    def close(self) -> None:
-        for thing in self._opened:
-            thing.close()
-        self.board.close_all()
 
 
 TeamPlace = SqliteTeamPlace | PostgresTeamPlace
