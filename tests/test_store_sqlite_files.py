@@ -54,14 +54,8 @@ def test_a_schema_version_mismatch_leaves_the_file_byte_identical(tmp_path: Path
     assert not wal.exists() or wal.stat().st_size == 0
 
 
-def test_a_schema_mismatch_still_in_the_wal_of_a_crashed_writer_leaves_both_files_untouched(
-    tmp_path: Path,
-) -> None:
-    # A newer agent17 wrote another version and was killed before any checkpoint:
-    # the change lives only in the -wal file. Refusing must not fold that WAL into
-    # the main file (a read-write connection does so when it closes).
-    new_store(tmp_path).close()
-    path = db_path(tmp_path)
+def _crash_after_writing_another_version(path: Path) -> None:
+    """Another process writes schema version 99 and dies before any checkpoint."""
     writer = (
         "import os, sqlite3, sys\n"
         "connection = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
@@ -70,6 +64,17 @@ def test_a_schema_mismatch_still_in_the_wal_of_a_crashed_writer_leaves_both_file
         "os._exit(0)  # die like kill -9: no close, no checkpoint\n"
     )
     subprocess.run([sys.executable, "-c", writer, str(path)], check=True, timeout=60)
+
+
+def test_a_schema_mismatch_still_in_the_wal_of_a_crashed_writer_leaves_both_files_untouched(
+    tmp_path: Path,
+) -> None:
+    # A newer agent17 wrote another version and was killed before any checkpoint:
+    # the change lives only in the -wal file. Refusing must not fold that WAL into
+    # the main file (a read-write connection does so when it closes).
+    new_store(tmp_path).close()
+    path = db_path(tmp_path)
+    _crash_after_writing_another_version(path)
     wal = path.with_name(path.name + "-wal")
     assert wal.stat().st_size > 0
     main_before, wal_before = digest(path), digest(wal)
@@ -87,14 +92,7 @@ def test_a_refused_file_with_a_wal_gets_no_new_shm_and_keeps_its_own(
     # probe made it, never one that was there (a crashed or live writer's).
     new_store(tmp_path).close()
     path = db_path(tmp_path)
-    writer = (
-        "import os, sqlite3, sys\n"
-        "connection = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-        "connection.execute('PRAGMA wal_autocheckpoint = 0')\n"
-        "connection.execute(\"UPDATE task_metadata SET value = '99'\")\n"
-        "os._exit(0)  # die like kill -9: no close, no checkpoint\n"
-    )
-    subprocess.run([sys.executable, "-c", writer, str(path)], check=True, timeout=60)
+    _crash_after_writing_another_version(path)
     wal, shm = (path.with_name(path.name + end) for end in ("-wal", "-shm"))
     if not shm_before:
         shm.unlink()
