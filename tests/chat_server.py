@@ -3,6 +3,9 @@
 It answers POST /v1/chat/completions from a queue of scripted responses, shaped
 like OpenAI's (tool_calls with JSON-string arguments, finish_reason), and keeps
 every request body it received so tests can check what the SDK really sent.
+A scripted answer can also be a failure: any status code with OpenAI's error
+body (and headers such as Retry-After), or a connection the server closes
+without answering.
 """
 
 from __future__ import annotations
@@ -18,10 +21,42 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ScriptedResponse:
-    """One HTTP answer: a status code and a JSON body."""
+    """One HTTP answer: a status code, a JSON body and extra headers; or a dropped connection."""
 
     status: int
-    body: dict[str, Any]
+    body: Any
+    """Sent as JSON (any JSON value: a broken server's answer need not be an object)."""
+    headers: tuple[tuple[str, str], ...] = ()
+    drop: bool = False
+    """Close the socket without sending anything (the SDK sees a dropped connection)."""
+    raw: bytes | None = None
+    """Sent as it is instead of `body` (a body that is not JSON at all)."""
+
+
+def dropped_connection() -> ScriptedResponse:
+    """The server reads the request, then closes the connection without answering."""
+    return ScriptedResponse(0, {}, drop=True)
+
+
+def first(
+    *responses: ScriptedResponse, then: Callable[[dict[str, Any]], ScriptedResponse]
+) -> Callable[[dict[str, Any]], ScriptedResponse]:
+    """A responder: `responses` for the first requests, in order, then `then` for the rest."""
+    queue = list(responses)
+    lock = threading.Lock()
+
+    def respond(body: dict[str, Any]) -> ScriptedResponse:
+        with lock:
+            if queue:
+                return queue.pop(0)
+        return then(body)
+
+    return respond
+
+
+def always(response: ScriptedResponse) -> Callable[[dict[str, Any]], ScriptedResponse]:
+    """A responder that gives every request the same answer (a server down for good)."""
+    return lambda body: response
 
 
 def text_completion(text: str, model: str = "test-model") -> ScriptedResponse:
@@ -44,10 +79,14 @@ def tool_call_completion(
     return _completion(message, "tool_calls", model)
 
 
-def error_response(status: int, message: str) -> ScriptedResponse:
-    """An OpenAI-style error body with the given HTTP status."""
+def error_response(
+    status: int, message: str, *, code: str | None = None, retry_after: str | None = None
+) -> ScriptedResponse:
+    """An OpenAI-style error body with the given HTTP status (and a Retry-After header)."""
     return ScriptedResponse(
-        status, {"error": {"message": message, "type": "server_error", "param": None, "code": None}}
+        status,
+        {"error": {"message": message, "type": "server_error", "param": None, "code": code}},
+        headers=(("Retry-After", retry_after),) if retry_after is not None else (),
     )
 
 
@@ -141,12 +180,22 @@ class ChatServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 headers = {key.lower(): value for key, value in self.headers.items()}
                 response = server._next(self.path, headers, body)
-                payload = json.dumps(response.body).encode()
-                self.send_response(response.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                if response.drop:
+                    self.close_connection = True  # the socket closes with nothing sent
+                    return
+                payload = (
+                    response.raw if response.raw is not None else json.dumps(response.body).encode()
+                )
+                try:
+                    self.send_response(response.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    for name, value in response.headers:
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out and left: what a timeout test wants
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # keep pytest output clean

@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import json
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,12 +14,21 @@ import openai
 import pytest
 from chat_server import (
     ChatServer,
+    ScriptedResponse,
+    always,
+    dropped_connection,
     error_response,
     running_chat_server,
     text_completion,
     tool_call_completion,
 )
 
+from agent17.agent.model_failures import (
+    DEFAULT_RETRIES,
+    LONGEST_PAUSE_SECONDS,
+    LONGEST_RETRY_AFTER_SECONDS,
+    ModelError,
+)
 from agent17.agent.openai_model import (
     DEFAULT_MODEL,
     PLACEHOLDER_API_KEY,
@@ -196,12 +206,195 @@ def test_an_empty_arguments_string_means_no_arguments(server: ChatServer, tmp_pa
     assert result.tool_calls[0].result == {"tasks": []}
 
 
-def test_a_server_error_surfaces_as_an_sdk_exception(server: ChatServer) -> None:
-    server.respond_with(error_response(500, "boom"))
-    runner = AgentRunner("alice", sdk_model(server), echo_registry([]), system_prompt="S")
-    with pytest.raises(openai.InternalServerError):
+def test_a_server_that_keeps_failing_is_retried_then_stops_the_run_with_a_coded_error(
+    server: ChatServer,
+) -> None:
+    pauses: list[float] = []
+    server.respond_with(*[error_response(500, "boom")] * (DEFAULT_RETRIES + 1))
+    model = OpenAIModel("m", sdk_model(server).client, sleep=pauses.append)
+    runner = AgentRunner("alice", model, echo_registry([]), system_prompt="S")
+    with pytest.raises(ModelError) as raised:
         runner.run("go")
+    assert raised.value.code == "model_unavailable"
+    assert raised.value.message.endswith(
+        f"(HTTP 500: boom); gave up after {DEFAULT_RETRIES + 1} tries"
+    )
+    assert len(server.requests) == DEFAULT_RETRIES + 1
+    # Backoff that grows (each pause cut by at most a quarter), never past its cap.
+    assert len(pauses) == DEFAULT_RETRIES
+    assert all(0.75 * 0.5 * 2**n <= pause <= min(0.5 * 2**n, LONGEST_PAUSE_SECONDS)
+               for n, pause in enumerate(pauses))  # fmt: skip
+    assert runner.messages == [{"role": "system", "content": "S"}]  # the run left no trace
+
+
+SECRET_KEY = "sk-test-7Hq2VbN9xLp4RtYw0Zc3"
+
+
+def keyed_model(server: ChatServer, pauses: list[float]) -> OpenAIModel:
+    config = OpenAIConfig("test-model", SECRET_KEY, server.url)
+    return OpenAIModel.from_config(config, sleep=pauses.append)
+
+
+@pytest.mark.parametrize(
+    ("status", "body_code", "code"),
+    [
+        (401, None, "model_auth_failed"),
+        (403, None, "model_auth_failed"),
+        (404, "model_not_found", "model_not_found"),
+        (400, None, "model_bad_request"),
+        (422, None, "model_bad_request"),
+        (429, "insufficient_quota", "model_quota_exceeded"),
+    ],
+)
+def test_a_refusal_stops_at_once_in_one_line_that_never_shows_the_key(
+    server: ChatServer, status: int, body_code: str | None, code: str
+) -> None:
+    pauses: list[float] = []
+    # Real servers quote a wrong key back; the line must not.
+    said = f"Incorrect API key provided: {SECRET_KEY}.\nYou can find your key at ..."
+    server.respond_with(error_response(status, said, code=body_code))
+    with pytest.raises(ModelError) as raised:
+        keyed_model(server, pauses).complete([{"role": "user", "content": "hi"}], ())
+    assert raised.value.code == code
+    message = raised.value.message
+    assert SECRET_KEY not in message and SECRET_KEY not in repr(raised.value)
+    assert f"HTTP {status}" in message and "\n" not in message
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+    assert len(server.requests) == 1 and pauses == []  # refused: not asked again
+    assert server.headers[0]["authorization"] == f"Bearer {SECRET_KEY}"  # the key was sent
+
+
+@pytest.mark.parametrize(
+    ("failure", "pause"),
+    [
+        (error_response(500, "boom"), None),
+        (error_response(503, "restarting", retry_after="0"), 0.0),
+        (error_response(429, "slow down", retry_after="7"), 7.0),
+        (error_response(429, "slow down", retry_after="3600"), LONGEST_RETRY_AFTER_SECONDS),
+        (error_response(408, "too slow"), None),
+        (dropped_connection(), None),
+    ],
+)
+def test_a_transient_failure_is_retried_and_the_next_good_answer_is_the_reply(
+    server: ChatServer, failure: ScriptedResponse, pause: float | None
+) -> None:
+    pauses: list[float] = []
+    server.respond_with(failure, failure, text_completion("made it"))
+    reply = keyed_model(server, pauses).complete([{"role": "user", "content": "hi"}], ())
+    assert reply.text == "made it"
+    assert len(server.requests) == 3
+    assert server.requests[0] == server.requests[2]  # the same request, asked again
+    if pause is not None:
+        assert pauses == [pause, pause]  # the server's Retry-After, capped
+    else:
+        assert len(pauses) == 2 and 0 < pauses[0] < pauses[1] <= LONGEST_PAUSE_SECONDS
+
+
+def test_a_server_that_never_answers_times_out_and_is_retried() -> None:
+    released = threading.Event()
+
+    def hang(body: dict[str, Any]) -> ScriptedResponse:
+        released.wait(30)
+        return text_completion("too late")
+
+    with running_chat_server(hang) as server:
+        try:
+            config = OpenAIConfig("m", None, server.url)
+            model = OpenAIModel.from_config(
+                config, max_retries=1, timeout_seconds=0.3, sleep=lambda seconds: None
+            )
+            with pytest.raises(ModelError) as raised:
+                model.complete([{"role": "user", "content": "hi"}], ())
+        finally:
+            released.set()
+    assert raised.value.code == "model_unavailable"
+    assert "did not answer in time; gave up after 2 tries" in raised.value.message
+    assert len(server.requests) == 2
+
+
+def _completion_body(message: Any) -> ScriptedResponse:
+    return ScriptedResponse(
+        200, {"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+              "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        (ScriptedResponse(200, None, raw=b"<html>502 Bad Gateway</html>"), "Expecting value"),
+        (ScriptedResponse(200, [1, 2]), "the completion has no 'choices'"),
+        (ScriptedResponse(200, {"choices": None}), "'choices' is NoneType"),
+        (ScriptedResponse(200, {"choices": []}), "it has no choices"),
+        (ScriptedResponse(200, {"choices": [{"index": 0}]}), "the first choice has no 'message'"),
+        (_completion_body({"role": "assistant", "content": 5}), "content is int, not text"),
+        (
+            _completion_body({"tool_calls": [{"id": "c", "type": "function"}]}),
+            "a tool call has no 'function'",
+        ),
+        (
+            _completion_body(
+                {"tool_calls": [{"id": "c", "function": {"name": None, "arguments": "{}"}}]}
+            ),
+            "'name' is NoneType, not str",
+        ),
+        (
+            _completion_body({"tool_calls": [{"type": "function", "function": {"name": "e"}}]}),
+            "a tool call has no 'id'",
+        ),
+        (_completion_body({"tool_calls": "echo"}), "'tool_calls' is str, not list"),
+    ],
+)
+def test_an_answer_that_is_no_chat_completion_is_a_coded_error_not_a_crash(
+    server: ChatServer, answer: ScriptedResponse, problem: str
+) -> None:
+    server.respond_with(answer)
+    runner = AgentRunner("alice", sdk_model(server), echo_registry([]), system_prompt="S")
+    with pytest.raises(ModelError) as raised:
+        runner.run("go")
+    assert raised.value.code == "model_bad_response"
+    assert problem in raised.value.message
     assert len(server.requests) == 1
+
+
+def test_arguments_sent_as_an_object_or_a_non_string_reach_the_runner_checked(
+    server: ChatServer,
+) -> None:
+    ran: list[str] = []
+    server.respond_with(
+        _completion_body(
+            {"content": None, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "echo",
+                                                             "arguments": {"text": "hi"}}},
+                {"id": "b", "type": "function", "function": {"name": "echo", "arguments": 7}},
+                {"id": "c", "type": "custom", "custom": {"name": "echo", "input": "x"}},
+            ]}
+        ),
+        text_completion("done"),
+    )  # fmt: skip
+    runner = AgentRunner("alice", sdk_model(server), echo_registry(ran), system_prompt="S")
+    result = runner.run("go")
+    assert ran == ["hi"]
+    assert [call.outcome for call in result.tool_calls] == [
+        "ok", "invalid_arguments", "invalid_arguments",
+    ]  # fmt: skip
+    echoed = server.requests[1]["messages"][2]["tool_calls"]
+    assert [call["function"]["arguments"] for call in echoed] == ['{"text": "hi"}', "", ""]
+
+
+def test_retries_cannot_be_negative() -> None:
+    with pytest.raises(ValueError, match="retries"):
+        OpenAIModel("m", openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1"), retries=-1)
+
+
+def test_a_server_down_for_good_is_asked_a_bounded_number_of_times() -> None:
+    with running_chat_server(always(error_response(502, "bad gateway"))) as server:
+        model = OpenAIModel.from_config(
+            OpenAIConfig("m", None, server.url), max_retries=2, sleep=lambda seconds: None
+        )
+        with pytest.raises(ModelError, match="gave up after 3 tries"):
+            model.complete([{"role": "user", "content": "hi"}], ())
+    assert len(server.requests) == 3
 
 
 def test_task_tool_schemas_are_closed_objects_with_required_fields(

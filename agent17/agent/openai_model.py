@@ -3,34 +3,42 @@
 Any OpenAI-compatible server works: set OPENAI_BASE_URL (a local server needs
 no key). The model's arguments are never trusted: a string that is not a JSON
 object becomes an `invalid_arguments` tool result, and the tool's own strict
-input model validates everything else.
+input model validates everything else. A server that fails is retried or
+refused as model_failures.py decides: every failure ends as a ModelError.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import openai
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 
+from agent17.agent.model_failures import (
+    DEFAULT_RETRIES,
+    ModelError,
+    gave_up,
+    is_transient,
+    model_error,
+    pause_before_retry,
+)
 from agent17.agent.models import Message, ModelReply, ToolCall
 from agent17.tools.base import AnyTool
 
 DEFAULT_MODEL = "gpt-4.1-mini"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+T = TypeVar("T")
+
 # The SDK insists on some key; local OpenAI-compatible servers ignore it.
 PLACEHOLDER_API_KEY = "not-needed-for-local-server"
 
 
 class ConfigurationError(ValueError):
     """The real model cannot be configured; the message is one line for the terminal."""
-
-
-class ModelResponseError(RuntimeError):
-    """The server answered with something that is not a usable chat completion."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,56 +108,161 @@ def parse_tool_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
 
 
 class OpenAIModel:
-    """A Model backed by an OpenAI-compatible Chat Completions endpoint."""
+    """A Model backed by an OpenAI-compatible Chat Completions endpoint.
 
-    def __init__(self, model: str, client: openai.OpenAI | None = None) -> None:
+    A transient failure is tried again up to `retries` times, after the pauses
+    `pause_before_retry` gives, each waited out with `sleep` (tests inject one that
+    does not wait). The client's own retries are better off at 0 (`from_config`
+    does so): they would multiply with these and wait in a sleep nobody can inject.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        client: openai.OpenAI | None = None,
+        *,
+        retries: int = DEFAULT_RETRIES,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if retries < 0:
+            raise ValueError("retries must be 0 or more")
         self.model = model
-        self.client = client if client is not None else openai.OpenAI()
+        self.client = client if client is not None else openai.OpenAI(max_retries=0)
+        self.retries = retries
+        self.sleep = sleep
 
     @classmethod
     def from_environment(
-        cls, environ: Mapping[str, str], *, max_retries: int = 2, timeout_seconds: float = 120.0
+        cls,
+        environ: Mapping[str, str],
+        *,
+        max_retries: int = DEFAULT_RETRIES,
+        timeout_seconds: float = 120.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> OpenAIModel:
         """Build the model from OPENAI_API_KEY, OPENAI_BASE_URL and AGENT17_MODEL."""
         return cls.from_config(
             validate_openai_environment(environ),
             max_retries=max_retries,
             timeout_seconds=timeout_seconds,
+            sleep=sleep,
         )
 
     @classmethod
     def from_config(
-        cls, config: OpenAIConfig, *, max_retries: int = 2, timeout_seconds: float = 120.0
+        cls,
+        config: OpenAIConfig,
+        *,
+        max_retries: int = DEFAULT_RETRIES,
+        timeout_seconds: float = 120.0,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> OpenAIModel:
-        """Build the model from an already validated configuration."""
+        """Build the model from an already validated configuration (`max_retries`: ours)."""
         client = openai.OpenAI(
             api_key=config.api_key or PLACEHOLDER_API_KEY,
             # Explicit, so the mapping given to from_environment is the only source of truth.
             base_url=config.base_url or DEFAULT_BASE_URL,
-            max_retries=max_retries,
+            max_retries=0,
             timeout=timeout_seconds,
         )
-        return cls(config.model, client)
+        return cls(config.model, client, retries=max_retries, sleep=sleep)
+
+    @property
+    def server(self) -> str:
+        """The server as messages name it: host and port, never a password in the URL."""
+        url = self.client.base_url
+        return f"{url.host}:{url.port}" if url.port is not None else str(url.host)
 
     def complete(self, messages: Sequence[Message], tools: Sequence[AnyTool]) -> ModelReply:
-        """One Chat Completions request; tool calls come back with parsed arguments."""
+        """One Chat Completions request (retried while it fails transiently); parsed tool calls.
+
+        Raises ModelError when the server refuses the request, is still failing
+        after every retry, or answers with something that is no chat completion:
+        nothing else of the SDK's escapes.
+        """
         tool_params = [cast(ChatCompletionToolParam, chat_completion_tool(tool)) for tool in tools]
-        response = self.client.chat.completions.create(
-            model=self.model,
-            messages=cast(Iterable[ChatCompletionMessageParam], list(messages)),
-            tools=tool_params if tool_params else openai.omit,
-        )
-        if not response.choices:
-            raise ModelResponseError("the chat completion has no choices")
-        message = response.choices[0].message
-        calls = []
-        for tool_call in message.tool_calls or ():
-            if tool_call.type == "function":
-                name, raw = tool_call.function.name, tool_call.function.arguments
-                arguments, problem = parse_tool_arguments(raw)
-            else:
-                # We only offer function tools; anything else cannot be run.
-                name, raw = tool_call.custom.name, tool_call.custom.input
-                arguments, problem = {}, f"unsupported tool call type {tool_call.type!r}"
-            calls.append(ToolCall(tool_call.id, name, arguments, raw, problem))
-        return ModelReply(message.content, tuple(calls))
+        text = self._create(list(messages), tool_params)
+        try:
+            return completion_reply(json.loads(text))
+        except (ValueError, RecursionError) as problem:  # JSONDecodeError is a ValueError
+            # Cut short: the problem may quote a (huge) name the server made up.
+            said = str(problem)[:200]
+            raise ModelError(
+                "model_bad_response",
+                f"the model server at {self.server} sent no usable chat completion: {said}",
+            ) from None
+
+    def _create(self, messages: list[Message], tool_params: list[ChatCompletionToolParam]) -> str:
+        retry = 0
+        while True:
+            try:
+                # The raw body: a compatible server's answer is read by our own checks
+                # below, not trusted to the shape the SDK's types assume.
+                raw = self.client.chat.completions.with_raw_response.create(
+                    model=self.model,
+                    messages=cast(Iterable[ChatCompletionMessageParam], messages),
+                    tools=tool_params if tool_params else openai.omit,
+                )
+                return raw.text
+            except openai.APIError as error:
+                # `from None`: the SDK's own text may quote the key; ours never does.
+                failure = model_error(error, server=self.server, api_key=self.client.api_key)
+                if not is_transient(error):
+                    raise failure from None
+                if retry == self.retries:
+                    raise gave_up(failure, retry + 1) from None
+                self.sleep(pause_before_retry(retry, error))
+                retry += 1
+
+
+def completion_reply(completion: object) -> ModelReply:
+    """The reply in a decoded chat completion; ValueError when its shape is unusable.
+
+    Only what a reply needs is checked: the first choice's message, its text,
+    and each tool call's id, name and arguments. Arguments that are not a JSON
+    object are the model's mistake, not the server's: they become the call's
+    `arguments_error`, which the runner answers with `invalid_arguments`.
+    """
+    choices = _field(completion, "choices", list, "the completion")
+    if not choices:
+        raise ValueError("it has no choices")
+    message = _field(choices[0], "message", dict, "the first choice")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        raise ValueError(f"the message content is {type(content).__name__}, not text")
+    calls = [_tool_call(item) for item in _field(message, "tool_calls", list, "the message", [])]
+    return ModelReply(content, tuple(calls))
+
+
+def _tool_call(item: object) -> ToolCall:
+    call_id = _field(item, "id", str, "a tool call")
+    kind = _field(item, "type", str, "a tool call", "function")
+    if kind != "function":
+        # We only offer function tools; anything else cannot be run.
+        named = _field(item, kind, dict, "a tool call", {}).get("name")
+        shown = named if isinstance(named, str) and named else kind
+        return ToolCall(call_id, shown, {}, "", f"unsupported tool call type {kind!r}")
+    function = _field(item, "function", dict, "a tool call")
+    name = _field(function, "name", str, "a function call")
+    raw = function.get("arguments", "")
+    if isinstance(raw, dict):  # some compatible servers send the object itself
+        return ToolCall(call_id, name, raw, json.dumps(raw))
+    if not isinstance(raw, str):
+        kind_error = f"arguments must be a JSON string, not {type(raw).__name__}"
+        return ToolCall(call_id, name, {}, "", kind_error)
+    arguments, problem = parse_tool_arguments(raw)
+    return ToolCall(call_id, name, arguments, raw, problem)
+
+
+_MISSING = object()
+
+
+def _field(holder: object, key: str, kind: type[T], where: str, default: Any = _MISSING) -> T:
+    value = holder.get(key, default) if isinstance(holder, dict) else _MISSING
+    if value is None and default is not _MISSING:
+        value = default  # an explicit null counts as absent
+    if value is _MISSING:
+        raise ValueError(f"{where} has no {key!r}")
+    if not isinstance(value, kind):
+        raise ValueError(f"{where}'s {key!r} is {type(value).__name__}, not {kind.__name__}")
+    return value
