@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,62 @@ def test_a_symlink_that_stays_inside_is_followed(
     assert run(tools, "read_file", path="alias.txt") == {"path": "real.txt", "content": "inside"}
 
 
+def test_a_symlinked_folder_inside_is_followed_for_read_and_write(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    (workspace / "real").mkdir()
+    (workspace / "docs").symlink_to("real")  # relative, as `ln -s real docs` makes it
+    assert run(tools, "write_file", path="docs/a.md", content="a") == {
+        "path": "real/a.md",
+        "bytes_written": 1,
+    }
+    assert run(tools, "read_file", path="docs/a.md") == {"path": "real/a.md", "content": "a"}
+    assert (workspace / "docs").is_symlink()
+
+
+def test_a_relative_symlink_is_read_from_its_own_folder_and_may_not_climb_out(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    (workspace / "a" / "b").mkdir(parents=True)
+    (workspace / "top.txt").write_text("top")
+    (workspace / "a" / "b" / "up.txt").symlink_to("../../top.txt")
+    (workspace / "a" / "out.txt").symlink_to("../../secret.txt")
+    (workspace.parent / "secret.txt").write_text("secret")
+    assert run(tools, "read_file", path="a/b/up.txt") == {"path": "top.txt", "content": "top"}
+    assert error_code(run(tools, "read_file", path="a/out.txt")) == "path_outside_workspace"
+
+
+def test_a_symlink_loop_is_invalid_path_not_a_hang(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    (workspace / "ping").symlink_to("pong")
+    (workspace / "pong").symlink_to("ping")
+    assert error_code(run(tools, "read_file", path="ping")) == "invalid_path"
+    assert error_code(run(tools, "write_file", path="ping/x", content="x")) == "invalid_path"
+    assert sorted(p.name for p in workspace.iterdir()) == [".agent_tutorial", "ping", "pong"]
+
+
+def test_dot_dot_is_taken_by_name_so_a_write_makes_no_folder_it_climbs_out_of(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    assert run(tools, "write_file", path="new/../x.txt", content="x")["path"] == "x.txt"
+    assert sorted(p.name for p in workspace.iterdir()) == [".agent_tutorial", "x.txt"]
+
+
+def test_a_replaced_file_keeps_its_permissions_and_a_new_one_is_not_private(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    script = workspace / "run.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o750)
+    run(tools, "write_file", path="run.sh", content="#!/bin/sh\necho hi\n")
+    assert script.stat().st_mode & 0o777 == 0o750
+    umask = os.umask(0)
+    os.umask(umask)
+    run(tools, "write_file", path="new.txt", content="x")
+    assert (workspace / "new.txt").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
 @pytest.mark.parametrize(
     "path", [".agent_tutorial/tasks.sqlite3", ".agent_tutorial/new", "x/../.agent_tutorial/a"]
 )
@@ -130,6 +188,19 @@ def test_a_symlink_to_the_board_folder_is_protected_too(
 ) -> None:
     (workspace / "board").symlink_to(workspace / ".agent_tutorial")
     assert error_code(run(tools, "read_file", path="board/tasks.sqlite3")) == "protected_path"
+
+
+def test_the_boards_folder_is_protected_under_whatever_name_it_is_reached_by(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    # `.agent_tutorial` made a link to another folder: that folder is the board's now.
+    (workspace / ".agent_tutorial").rename(workspace / "elsewhere")
+    (workspace / ".agent_tutorial").symlink_to("elsewhere")
+    assert error_code(run(tools, "read_file", path="elsewhere/tasks.sqlite3")) == "protected_path"
+    assert error_code(run(tools, "write_file", path="elsewhere/x", content="x")) == (
+        "protected_path"
+    )
+    assert sorted(p.name for p in (workspace / "elsewhere").iterdir()) == ["tasks.sqlite3"]
 
 
 def test_reading_a_missing_file_or_a_directory_is_a_clear_error(
@@ -165,6 +236,29 @@ def test_shell_runs_in_the_workspace_and_reports_exit_code_and_output(
     assert (workspace / "out.txt").read_text() == "made\n"
 
 
+def test_a_shell_command_sees_path_and_home_but_none_of_the_teammates_secrets(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secrets = {
+        "OPENAI_API_KEY": "sk-test-" + uuid.uuid4().hex,
+        "PGPASSWORD": "pg-" + uuid.uuid4().hex,
+        "AGENT17_MODEL": "model-" + uuid.uuid4().hex,
+        f"SECRET_{uuid.uuid4().hex[:8].upper()}": uuid.uuid4().hex,
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    shell = workspace_tool_definitions(workspace)[0]
+    result = shell.run({"command": "env"}, CONTEXT)
+    assert result["exit_code"] == 0
+    shown = dict(line.split("=", 1) for line in result["stdout"].splitlines() if "=" in line)
+    assert not set(secrets) & set(shown)
+    assert not [value for value in secrets.values() if value in result["stdout"]]
+    assert shown["HOME"] == str(workspace.resolve())
+    assert shown["PATH"] == os.environ["PATH"]
+    assert shown["LC_ALL"] == "C.UTF-8"
+
+
 def test_shell_output_is_truncated_keeping_head_and_tail(tools: dict[str, AnyTool]) -> None:
     command = f"{sys.executable} -c \"print('H' + 'x' * 100 + 'T', end='')\""
     stdout = run(tools, "shell", command=command)["stdout"]
@@ -180,6 +274,15 @@ def test_shell_timeout_is_a_tool_error(workspace: Path) -> None:
     shell = workspace_tool_definitions(workspace, shell_timeout_seconds=0.2)[0]
     result = shell.run({"command": f"{sys.executable} -c 'import time; time.sleep(30)'"}, CONTEXT)
     assert error_code(result) == "shell_timeout"
+
+
+def test_a_workspace_removed_under_the_tools_is_a_coded_refusal_for_each_tool(
+    tools: dict[str, AnyTool], workspace: Path
+) -> None:
+    shutil.rmtree(workspace)
+    assert error_code(run(tools, "shell", command="true")) == "shell_failed"
+    assert error_code(run(tools, "read_file", path="a.txt")) == "file_unreadable"
+    assert error_code(run(tools, "write_file", path="a.txt", content="x")) == "file_unwritable"
 
 
 def test_a_workspace_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:

@@ -1,11 +1,15 @@
 """A teammate's hands: shell, read_file and write_file, confined to the workspace.
 
-File paths are resolved with realpath before use, so `..`, absolute paths and
-symlinks that lead outside the workspace are all refused the same way, with
-`path_outside_workspace`. The board's own files under `.agent_tutorial` are
-off limits (`protected_path`): a model must change tasks through the task
-tools, never by editing the database. `shell` cannot be confined like this,
-which is why it is effectful and, by default, needs approval.
+The file tools find and open a path in one walk beneath the workspace
+(`agent17.tools.confined`), so `..`, absolute paths and symlinks that lead
+outside are all refused the same way, with `path_outside_workspace`, and a
+folder swapped for a symlink halfway through a call cannot redirect it. The
+board's own files under `.agent_tutorial` are off limits (`protected_path`): a
+model must change tasks through the task tools, never by editing the database.
+`shell` cannot be confined like this, which is why it is effectful and, by
+default, needs approval; what it can be denied is the teammate's environment:
+a command sees only `tool_environment`, never the keys and passwords the
+teammate itself was started with.
 
 `read_file` reads regular files only (a FIFO would block the run forever, a
 device could be endless) and at most `MAX_READ_BYTES` of one: a larger file is
@@ -15,22 +19,20 @@ name too long, a permission) is a refusal with a code, never a crash of the run.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import subprocess
-import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any, Final
 
 from pydantic import Field
 
 from agent17.claims import ToolContext
-from agent17.domain import preview
 from agent17.inputs import RequiredText, StrictInput, Text
 from agent17.tools.base import AnyTool, ToolDefinition, ToolError
+from agent17.tools.confined import ConfinedRoot, file_system_refusal, shown
 
-PROTECTED_DIRECTORY = ".agent_tutorial"
 DEFAULT_SHELL_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_OUTPUT_CHARS = 10_000
 MAX_READ_BYTES: Final = 1_000_000
@@ -56,29 +58,23 @@ class WriteFileInput(StrictInput):
     content: Text = Field(description="The whole new content of the file (UTF-8 text).")
 
 
-def resolve_in_workspace(workspace: Path, path: str) -> Path:
-    """The real path of `path` inside `workspace`, or ToolError if it leads elsewhere."""
-    if "\x00" in path:
-        raise ToolError("invalid_path", "the path contains a NUL character")
-    root = Path(os.path.realpath(workspace))
-    # realpath follows every symlink that exists, so a link pointing outside is caught here.
-    target = Path(os.path.realpath(root / path))
-    if target != root and root not in target.parents:
-        raise ToolError("path_outside_workspace", f"{path!r} is outside the workspace")
-    relative = target.relative_to(root)
-    if relative.parts and relative.parts[0] == PROTECTED_DIRECTORY:
-        raise ToolError("protected_path", f"{path!r} is the task board's own storage")
-    return target
+# What a tool's command inherits, by name: how to find programs, how to show text,
+# where its time zone and scratch space are. Nothing else: whatever else the
+# teammate was started with (OPENAI_API_KEY, PGPASSWORD, AGENT17_*, a cloud
+# token) is the teammate's, and one `env` would show it to the model.
+INHERITED_VARIABLES: Final = ("PATH", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR")
+INHERITED_PREFIXES: Final = ("LC_",)
 
 
-def _shown(path: str) -> str:
-    return preview(path, 80)  # a model's path can be any length
-
-
-def _file_system_refusal(path: str, error: OSError, code: str) -> ToolError:
-    if error.errno == errno.ENAMETOOLONG:
-        return ToolError("invalid_path", f"{_shown(path)}: a name in the path is too long")
-    return ToolError(code, f"{_shown(path)}: {error.strerror or error}")
+def tool_environment(workspace: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of a tool's command: `environ`'s allowed names, HOME the workspace."""
+    kept = {
+        name: value
+        for name, value in environ.items()
+        if name in INHERITED_VARIABLES or name.startswith(INHERITED_PREFIXES)
+    }
+    # HOME too would lead to the teammate's own dot files (~/.pgpass, ~/.netrc, ~/.config).
+    return {**kept, "HOME": str(workspace)}
 
 
 def _read_text(file: IO[bytes], limit: int) -> str:
@@ -117,9 +113,8 @@ def workspace_tool_definitions(
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
 ) -> tuple[AnyTool, AnyTool, AnyTool]:
     """The shell, read_file and write_file tools, working inside `workspace`."""
-    root = Path(os.path.realpath(workspace))
-    if not root.is_dir():
-        raise ValueError(f"workspace {str(workspace)!r} is not a directory")
+    confined = ConfinedRoot(workspace)
+    root = confined.root
 
     def shell(args: ShellInput, context: ToolContext) -> dict[str, Any]:
         try:
@@ -127,6 +122,7 @@ def workspace_tool_definitions(
                 args.command,
                 shell=True,
                 cwd=root,
+                env=tool_environment(root, os.environ),
                 timeout=shell_timeout_seconds,
                 capture_output=True,
                 text=True,
@@ -139,6 +135,8 @@ def workspace_tool_definitions(
             raise ToolError(
                 "shell_timeout", f"the command ran longer than {error.timeout:g} seconds"
             ) from None
+        except OSError as error:  # no shell to start: the workspace is gone, no processes left
+            raise ToolError("shell_failed", f"the command could not start: {error}") from None
         return {
             "exit_code": completed.returncode,
             "stdout": truncate_output(completed.stdout, max_output_chars),
@@ -146,23 +144,14 @@ def workspace_tool_definitions(
         }
 
     def read_file(args: ReadFileInput, context: ToolContext) -> dict[str, Any]:
-        target = resolve_in_workspace(root, args.path)
-        # O_NOFOLLOW: a symlink swapped in after the check must not be followed.
-        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        try:
-            descriptor = os.open(target, flags)
-        except FileNotFoundError:
-            raise ToolError("file_not_found", f"{_shown(args.path)} does not exist") from None
-        except OSError as error:
-            raise _file_system_refusal(args.path, error, "file_unreadable") from None
+        descriptor, path = confined.open_to_read(args.path)
         try:
             mode = os.fstat(descriptor).st_mode
             if stat.S_ISDIR(mode):
-                raise ToolError("not_a_file", f"{_shown(args.path)} is a directory")
+                raise ToolError("not_a_file", f"{shown(args.path)} is a directory")
             if not stat.S_ISREG(mode):
                 raise ToolError(
-                    "not_a_file", f"{_shown(args.path)} is not a regular file (a FIFO or device)"
+                    "not_a_file", f"{shown(args.path)} is not a regular file (a FIFO or device)"
                 )
             file = open(descriptor, "rb")  # noqa: SIM115 - closed by the with below
         except BaseException:
@@ -172,36 +161,12 @@ def workspace_tool_definitions(
             try:
                 content = _read_text(file, max_output_chars)
             except OSError as error:
-                raise _file_system_refusal(args.path, error, "file_unreadable") from None
-        return {"path": target.relative_to(root).as_posix(), "content": content}
+                raise file_system_refusal(args.path, error, "file_unreadable") from None
+        return {"path": path, "content": content}
 
     def write_file(args: WriteFileInput, context: ToolContext) -> dict[str, Any]:
-        target = resolve_in_workspace(root, args.path)
-        try:
-            return write(target, args)
-        except OSError as error:
-            raise _file_system_refusal(args.path, error, "file_unwritable") from None
-
-    def write(target: Path, args: WriteFileInput) -> dict[str, Any]:
-        if target == root or target.is_dir():
-            raise ToolError("not_a_file", f"{_shown(args.path)} is a directory")
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-        except (FileExistsError, NotADirectoryError):
-            raise ToolError("not_a_file", f"a parent of {_shown(args.path)} is a file") from None
         data = args.content.encode("utf-8")
-        # Temp file + os.replace: a reader sees the old file or the new one, never half.
-        descriptor, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        try:
-            with open(descriptor, "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temp_name, target)
-        except BaseException:
-            Path(temp_name).unlink(missing_ok=True)
-            raise
-        return {"path": target.relative_to(root).as_posix(), "bytes_written": len(data)}
+        return {"path": confined.replace(args.path, data), "bytes_written": len(data)}
 
     return (
         ToolDefinition(
