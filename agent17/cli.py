@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import TextIO
+from typing import Any, NoReturn, TextIO
 
 from agent17.domain import Refusal
 from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
@@ -28,8 +29,88 @@ def _version() -> str:
         return "unknown"
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser whose every usage error is one line on stderr and exit status 2.
+
+    argparse prints its whole usage block before an error; someone who typed one
+    wrong value needs the line that names it, and `--help` still prints the rest.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        # Errors reach parse_known_args below as ArgumentError (the option's name and
+        # the problem apart), instead of argparse's ready-made "argument X: ..." text.
+        super().__init__(**kwargs, exit_on_error=False)
+
+    def parse_known_args(  # type: ignore[override]  # one signature for every overload
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        try:
+            return super().parse_known_args(args, namespace)
+        except argparse.ArgumentError as error:
+            self.error(_sentence(error.argument_name, error.message))
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {_printable(message)}\n")
+
+
+def _sentence(option: str | None, problem: str) -> str:
+    if option is None:
+        return problem
+    # Our own checks say "must ...": "--max-idle-polls must be a whole number, not '1.5'".
+    return f"{option} {problem}" if problem.startswith("must ") else f"{option}: {problem}"
+
+
+def _printable(text: str) -> str:
+    # A value typed with a newline or a terminal escape must not break the one line.
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
+def _whole_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):  # float() also takes 'nan' and 'inf'
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, not {text!r}")
+    return value
+
+
+def _path(what: str) -> Callable[[str], Path]:
+    def path(text: str) -> Path:
+        # Path("") is ".": an empty --workspace (an unset shell variable) would quietly
+        # put the board in whatever folder the command was started from.
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"must name {what}, not {text!r}")
+        return Path(text)
+
+    return path
+
+
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def choose(text: str) -> str:
+        if text not in choices:
+            listed = ", ".join(choices[:-1]) + f" or {choices[-1]}"
+            raise argparse.ArgumentTypeError(f"must be {listed}, not {text!r}")
+        return text
+
+    return choose
+
+
+def _prompt(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must say what the Lead should get done, not ''")
+    return text
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="agent17",
         description="Work stealing and autonomy: a leased task board (SQLite, or PostgreSQL"
         " for a team on many hosts) and a team that claims work from it by itself.",
@@ -52,7 +133,9 @@ def _parser() -> argparse.ArgumentParser:
         " exits 0 when every check holds.",
     )
     demo.add_argument(
-        "--workspace", type=Path, help="where the board goes (default: a fresh temporary folder)"
+        "--workspace",
+        type=_path("a folder"),
+        help="where the board goes (default: a fresh temporary folder)",
     )
     demo.add_argument(
         "--processes", action="store_true", help="run alice and bob as real OS processes"
@@ -66,11 +149,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Prints the tasks in creation order with status, owner, lease and"
         " dependencies. Never creates a board where there is none.",
     )
-    board.add_argument("--workspace", type=Path, default=Path("."), help="the workspace")
+    board.add_argument(
+        "--workspace", type=_path("a folder"), default=Path("."), help="the workspace"
+    )
     board.add_argument("--store", metavar="URL", help=store_help)
     board.add_argument(
         "--format",
-        choices=("table", "json", "dot"),
+        type=_one_of("table", "json", "dot"),
+        metavar="{table,json,dot}",
         default="table",
         help="table for people; json: the list of task payloads a model sees; dot: Graphviz",
     )
@@ -90,8 +176,8 @@ def _parser() -> argparse.ArgumentParser:
         " teammate has work left. Effectful tools ask for approval on this terminal.",
         epilog=ENVIRONMENT_HELP,
     )
-    run.add_argument("--prompt", required=True, help="what the Lead should get done")
-    run.add_argument("--workspace", type=Path, default=Path("."), help="the workspace")
+    run.add_argument("--prompt", type=_prompt, required=True, help="what the Lead should get done")
+    run.add_argument("--workspace", type=_path("a folder"), default=Path("."), help="the workspace")
     run.add_argument("--store", metavar="URL", help=store_help)
 
     teammate = commands.add_parser(
@@ -106,29 +192,35 @@ def _parser() -> argparse.ArgumentParser:
         epilog=ENVIRONMENT_HELP + " (with --model openai)",
     )
     teammate.add_argument("--name", required=True, help="the teammate's name, e.g. alice")
-    teammate.add_argument("--workspace", type=Path, default=Path("."), help="the workspace")
+    teammate.add_argument(
+        "--workspace", type=_path("a folder"), default=Path("."), help="the workspace"
+    )
     teammate.add_argument("--store", metavar="URL", help=store_help)
     teammate.add_argument(
         "--model",
-        choices=("scripted", "openai"),
+        type=_one_of("scripted", "openai"),
+        metavar="{scripted,openai}",
         default="scripted",
         help="scripted: offline, completes each task after --work-seconds",
     )
     teammate.add_argument(
-        "--poll-interval", type=float, default=5.0, help="seconds between polls when idle"
+        "--poll-interval", type=_seconds, default=5.0, help="seconds between polls when idle"
     )
     teammate.add_argument(
-        "--max-idle-polls", type=int, default=12, help="empty polls in a row before it exits"
+        "--max-idle-polls",
+        type=_whole_number,
+        default=12,
+        help="empty polls in a row before it exits",
     )
     teammate.add_argument(
-        "--lease-seconds", type=float, default=300.0, help="the lease of each claim it makes"
+        "--lease-seconds", type=_seconds, default=300.0, help="the lease of each claim it makes"
     )
     teammate.add_argument(
-        "--work-seconds", type=float, default=0.0, help="how long a scripted task takes"
+        "--work-seconds", type=_seconds, default=0.0, help="how long a scripted task takes"
     )
     teammate.add_argument(
         "--start-after-file",
-        type=Path,
+        type=_path("a file"),
         default=None,
         help="wait until this file exists before the first pass (how `demo --processes`"
         " starts its teammates together)",
@@ -185,9 +277,26 @@ def print_board(
     return 0
 
 
+def _not_a_folder(path: Path | None) -> bool:
+    return path is not None and path.exists() and not path.is_dir()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the process exit code."""
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # Named after the subcommand they were given to, not the bare `agent17`.
+        parser.exit(
+            2, f"agent17 {args.command}: unrecognized arguments: {_printable(' '.join(unknown))}\n"
+        )
+    # The teammate checks its own; the board only reads (and says when there is none).
+    if args.command in ("demo", "run") and _not_a_folder(args.workspace):
+        print(
+            f"agent17 {args.command}: --workspace {args.workspace} is not a directory",
+            file=sys.stderr,
+        )
+        return 2
     if args.store is not None and args.command != "teammate":
         # Checked before anything is opened or made (the teammate checks its own).
         from agent17.team.workplace import StoreUrlError, parse_store_url
@@ -195,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             parse_store_url(args.store)
         except StoreUrlError as error:
-            print(f"agent17: {error}", file=sys.stderr)
+            print(f"agent17 {args.command}: {error}", file=sys.stderr)
             return 2
     try:
         if args.command == "board":
