@@ -200,3 +200,31 @@ def test_writes_raced_by_a_symlink_swapper_never_leave_a_file_outside(arena: Are
     assert sorted(path.name for path in sub.iterdir()) == sorted(["secret.txt", *tally.written])
     assert all((sub / name).read_text() == name for name in tally.written)
     assert (arena.outside / "secret.txt").read_text() == OUTSIDE_TEXT
+
+
+def _measure() -> None:
+    """Print what the race does to the tools of the `agent17` on the path, reads then writes."""
+    import tempfile
+
+    import agent17
+
+    print(f"agent17 from {Path(agent17.__file__).parent}")
+    for reads, writes in ((READS, 0), (0, WRITES)):
+        with tempfile.TemporaryDirectory() as base:
+            arena = Arena.make(Path(base))
+            tools = workspace_tool_definitions(arena.workspace)
+            tally = race(arena, tools, reads=reads, writes=writes)
+            missing = [
+                name for name in tally.written if not (arena.workspace / "sub" / name).is_file()
+            ]
+            print(
+                f"{reads} reads, {writes} writes, {tally.swaps} swaps: {tally.successes} ok,"
+                f" refused {dict(tally.codes)}, outside content returned {tally.leaks},"
+                f" tracebacks {len(tally.crashes)}, files left outside {len(escaped(arena))},"
+                f" 'ok' writes not inside {len(missing)}"
+            )
+
+
+if __name__ == "__main__":
+    # Before and after: PYTHONPATH=<an older checkout> python tests/test_workspace_race.py
+    _measure()
