@@ -123,9 +123,14 @@ class ErrorCode(StrEnum):
     SCHEMA_VERSION_MISMATCH = "schema_version_mismatch"
     UNSAFE_STORE_PATH = "unsafe_store_path"
     STORE_UNREADABLE = "store_unreadable"
-    # A server-backed store (PostgreSQL) that cannot be reached, or whose connection was
-    # lost in the middle of an operation (the message says whether anything changed).
+    # A store the machine will not let us use: a PostgreSQL server that cannot be reached,
+    # or whose connection was lost in the middle of an operation, or a SQLite state file on
+    # a full, read-only or failing disk, or one this user may not open (the message says
+    # whether anything changed and what to do).
     STORE_UNAVAILABLE = "store_unavailable"
+    # A SQLite -wal beside a state file that was written for another file (the one a
+    # restored backup replaced): replaying it would mix that file's pages into this one.
+    FOREIGN_WAL = "foreign_wal"
 
 
 class Refusal(Exception):

@@ -116,7 +116,7 @@ def test_a_file_at_the_state_folder_path_is_refused(workspace: Path) -> None:
     assert (workspace / ".agent_tutorial").read_text() == "not a folder"
 
 
-@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal"])
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal", "-wal-owner"])
 def test_a_sidecar_file_that_is_a_symlink_is_refused(
     workspace: Path, outside: Path, suffix: str
 ) -> None:

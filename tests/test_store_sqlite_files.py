@@ -254,7 +254,13 @@ def test_a_board_replaced_under_an_open_store_is_refused_and_neither_file_is_wri
     raises_code("unsafe_store_path", lambda: store.create_task("B"))
     raises_code("unsafe_store_path", lambda: store.claim_next("alice"))
     assert digest(path) == restored
-    # A store opened now uses the new file, whole.
+    # The old file's -wal is still beside the new one: a store opened now must not
+    # replay it into the copy (test_state_file_restore.py has the whole story).
+    raises_code("foreign_wal", lambda: new_store(tmp_path, new_task_id=uuid_sequence(18)))
+    assert digest(path) == restored
+    store.close()
+    for end in ("-wal", "-shm"):
+        path.with_name(path.name + end).unlink()
     fresh = new_store(tmp_path, new_task_id=uuid_sequence(18))
     assert [t.subject for t in fresh.list_tasks()] == ["A"]
 

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
-from agent17.domain import Clock, utc_now
+from agent17.domain import Clock, TaskError, utc_now
+from agent17.store.file_failures import os_failure
 from agent17.store.paths import safe_state_file
 from agent17.wire import utc_wire_time
 
@@ -105,6 +106,9 @@ class AuditTrail:
     fsynced before `append` returns. Safe for threads and for many processes
     on one file (every teammate process of a workspace shares it): seq is taken
     from the file's last record under an exclusive flock, so it stays dense.
+    A file the machine will not let us write (full, read-only, an I/O error,
+    not this user's) is a TaskError `store_unavailable`, and a record that
+    failed half way is cut off again: no torn line is left behind.
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, *, clock: Clock = utc_now) -> None:
@@ -163,6 +167,8 @@ class AuditTrail:
                 lines = [line for line in file if line.strip()]
         except FileNotFoundError:
             return []
+        except OSError as error:
+            raise os_failure(TaskError, self.path, error, "nothing was read") from None
         records = []
         for line in lines:
             try:
@@ -173,20 +179,37 @@ class AuditTrail:
 
     @staticmethod
     def _append_numbered(path: Path, record: dict[str, Any]) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        outcome = "the record was not written"
         # O_NOFOLLOW: a symlink planted at the trail's path must not redirect our writes.
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-        descriptor = os.open(path, flags, 0o600)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            descriptor = os.open(path, flags, 0o600)
+        except OSError as error:
+            raise os_failure(TaskError, path, error, outcome) from None
         try:
             # Closing the descriptor releases the lock, also when this process dies.
             fcntl.flock(descriptor, fcntl.LOCK_EX)
+            end = os.fstat(descriptor).st_size
             last, torn = _last_record(descriptor)
             record["seq"] = int(last.get("seq", 0)) + 1 if last is not None else 1
             # A record torn by a crash mid-write stays on its own line, never merged.
             data = (("\n" if torn else "") + _line(record)).encode("utf-8")
-            while data:
-                data = data[os.write(descriptor, data) :]
-            os.fsync(descriptor)
+            try:
+                while data:
+                    data = data[os.write(descriptor, data) :]
+                os.fsync(descriptor)
+            except BaseException:
+                # A full disk, an I/O error or a Ctrl-C between two writes: under the
+                # lock nobody else appends, so cutting back to where this record began
+                # leaves the file as it was, not with half a record in it.
+                try:
+                    os.ftruncate(descriptor, end)
+                except OSError:
+                    outcome = "part of the record may remain (a torn line, skipped when read)"
+                raise
+        except OSError as error:
+            raise os_failure(TaskError, path, error, outcome) from None
         finally:
             os.close(descriptor)
 

@@ -5,12 +5,15 @@ ledger are each one SQLite file under `<workspace>/.agent_tutorial/`, and
 each is opened here, the same way:
 
 1. the path is checked (realpath, no links, one hard link: `paths.py`);
-2. a file that already has content is probed on a *read-only* connection: it
+2. a -wal beside it that was written for another file (the one a restored
+   backup replaced) is refused before anything reads it (`wal_owner.py`);
+3. a file that already has content is probed on a *read-only* connection: it
    must be SQLite, carry this schema's version and hold exactly the schema's
    tables, indexes and triggers, and pass `PRAGMA quick_check`. Anything else
    is refused and left byte-identical (a read-write connection would fold a
    crashed writer's WAL into the file when it closed);
-3. the read-write connection: autocommit (we write BEGIN ourselves), a busy
+4. the read-write connection: the file it opened is recorded as the owner of
+   the journals beside it, then autocommit (we write BEGIN ourselves), a busy
    timeout, foreign keys on, WAL with synchronous=FULL; an empty file gets the
    whole schema file in one transaction.
 
@@ -29,11 +32,17 @@ transaction open and no lock held, and the same object keeps working. Inside
 the transaction the state folder's and the file's identity are checked
 first: a board replaced, moved or re-linked under an open store is refused
 (see `_check_identity` for why that matters).
+
+A failure of the machine rather than of the file (a full or read-only disk,
+an I/O error, a file this user may not open, a lock held past the busy
+timeout) is `store_unavailable` on every path, opening included
+(`file_failures.py`): the transaction is rolled back first, so nothing is
+half written, and the message says what to do.
 """
 
 from __future__ import annotations
 
-import errno
+import contextlib
 import fcntl
 import os
 import re
@@ -48,7 +57,15 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from agent17.domain import ErrorCode, Refusal
+from agent17.store.file_failures import (
+    COMMIT_UNKNOWN,
+    NOT_OPENED,
+    NOTHING_CHANGED,
+    os_failure,
+    sqlite_failure,
+)
 from agent17.store.paths import RefusalFactory, check_state_file, safe_state_file
+from agent17.store.wal_owner import record_owner, refuse_foreign_journals
 
 BUSY_TIMEOUT_SECONDS: Final = 30.0
 """How long a writer waits for another's BEGIN IMMEDIATE before "database is locked"."""
@@ -59,9 +76,9 @@ _UNREADABLE_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOT
 # What Python's sqlite3 says (no SQLite code) when a TEXT value is not UTF-8:
 # a row written by hand, since every value we bind is valid UTF-8.
 _UNDECODABLE_TEXT: Final = "Could not decode to UTF-8"
-# Path errors that mean "no state file can live there", as opposed to the
-# environment refusing us (permissions, a full or read-only disk).
-_UNUSABLE_PATH_ERRNOS: Final = frozenset({errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP})
+# An I/O error on COMMIT may come after the commit frame was written: a later
+# opener's recovery can still find it, so its outcome is unknown.
+_IOERR: Final = sqlite3.SQLITE_IOERR
 
 _LOCK_KEY: Final = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 
@@ -126,11 +143,27 @@ class StateDatabase:
     ) -> None:
         self.schema = schema
         self._refusal = refusal
-        self.path: Path = _checked_path(workspace, file_name, refusal)
+        self.path: Path = safe_state_file(workspace, file_name, refusal)
         self.workspace: Path = self.path.parent.parent
         self._lock = threading.Lock()
+        try:
+            self._open()
+        except OSError as error:
+            raise os_failure(refusal, self.path, error, NOT_OPENED) from None
+        except sqlite3.Error as error:
+            failure = sqlite_failure(refusal, self.path, error, NOT_OPENED)
+            if failure is None:
+                raise
+            raise failure from None
+
+    # -- opening ---------------------------------------------------------------------
+
+    def _open(self) -> None:
+        refusal = self._refusal
         self._folder_identity = self._state_folder_identity()
         before = check_state_file(self.path, self.workspace, refusal)
+        # Before the probe: a read-only connection reads WAL frames too.
+        refuse_foreign_journals(self.path, before, refusal)
         if before is not None and before.st_size > 0:
             self._probe_read_only()
         self._connection = sqlite3.connect(
@@ -148,6 +181,8 @@ class StateDatabase:
                 raise refusal(ErrorCode.UNSAFE_STORE_PATH, f"{self.path} changed while opening")
             self._identity = _identity(opened)
             self._check_identity()  # and the folder may have been swapped meanwhile
+            # Before the first byte this connection writes (the WAL switch included).
+            record_owner(self.path, opened)
             self._connection.row_factory = sqlite3.Row  # rows are read by column name
             self._connection.execute("PRAGMA foreign_keys = ON")
             # WAL: readers never block the writer. FULL: a commit survives a power cut,
@@ -158,8 +193,6 @@ class StateDatabase:
         except BaseException:
             self._connection.close()
             raise
-
-    # -- opening ---------------------------------------------------------------------
 
     def _probe_read_only(self) -> None:
         with open(self.path, "rb") as handle:
@@ -180,7 +213,10 @@ class StateDatabase:
         except sqlite3.DatabaseError as error:
             probe.close()
             self._remove_probe_sidecars(sidecars, existed)
-            raise self._unreadable(error) from None
+            # A probe the machine stopped (no -shm can be made in a read-only folder,
+            # an I/O error) says nothing about the file: not "damaged".
+            failure = sqlite_failure(self._refusal, self.path, error, NOT_OPENED)
+            raise (failure or self._unreadable(error)) from None
         except BaseException:
             probe.close()
             self._remove_probe_sidecars(sidecars, existed)
@@ -196,11 +232,15 @@ class StateDatabase:
         # what the probe created goes again. A -wal or -shm that was there before
         # may be a crashed writer's (or a live one's) and stays, as does any -wal
         # with frames in it.
+        # A file that cannot be removed (the folder went read-only) stays: the refusal
+        # being raised says more than this failure would.
         wal, shm = sidecars
-        if not existed[0] and wal.exists() and wal.stat().st_size == 0:
-            wal.unlink(missing_ok=True)
-        if not existed[1]:
-            shm.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            if not existed[0] and wal.exists() and wal.stat().st_size == 0:
+                wal.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            if not existed[1]:
+                shm.unlink(missing_ok=True)
 
     def _create_or_verify(self) -> None:
         def create(connection: sqlite3.Connection) -> bool:
@@ -278,12 +318,13 @@ class StateDatabase:
     def _run(self, operation: Callable[[sqlite3.Connection], T], *, begin: str | None) -> T:
         connection = self._connection
         with self._lock:
-            if connection.in_transaction:
-                # Backstop: an interrupt that escaped the rollback below (a third signal
-                # landing between its retries) left the last transaction open. Nothing
-                # of it was committed, so it is rolled back before anything else.
-                connection.execute("ROLLBACK")
+            committing = False
             try:
+                if connection.in_transaction:
+                    # Backstop: an interrupt that escaped the rollback below (a third
+                    # signal landing between its retries) left the last transaction
+                    # open. Nothing of it was committed: it is rolled back first.
+                    connection.execute("ROLLBACK")
                 # BEGIN is inside the try: a Ctrl-C that lands while it waits for the
                 # lock, or right after it succeeds, still reaches the rollback below.
                 if begin is not None:
@@ -291,6 +332,7 @@ class StateDatabase:
                     self._check_identity()
                 result = operation(connection)
                 if connection.in_transaction:
+                    committing = True
                     connection.execute("COMMIT")
                 return result
             except BaseException as error:
@@ -312,7 +354,21 @@ class StateDatabase:
                         continue
                 if isinstance(error, sqlite3.DatabaseError) and _is_unreadable(error):
                     raise self._unreadable(error) from None
+                failure = self._unavailable(error, committing)
+                if failure is not None:
+                    raise failure from None
                 raise
+
+    def _unavailable(self, error: BaseException, committing: bool) -> Refusal | None:
+        """`store_unavailable` for a failure of the machine during a transaction, else None."""
+        if isinstance(error, OSError):  # the identity check's lstat
+            return os_failure(self._refusal, self.path, error, NOTHING_CHANGED)
+        if not isinstance(error, sqlite3.Error):
+            return None
+        code = getattr(error, "sqlite_errorcode", None) or 0
+        unknown = committing and code & 0xFF == _IOERR
+        outcome = COMMIT_UNKNOWN if unknown else NOTHING_CHANGED
+        return sqlite_failure(self._refusal, self.path, error, outcome)
 
     def _check_identity(self) -> None:
         """Refuse to go on if the state folder or the file is no longer the one opened.
@@ -362,7 +418,13 @@ class StateDatabase:
         other processes (a new task, a completion, a message) without reading any row.
         """
         with self._lock:
-            (version,) = self._connection.execute("PRAGMA data_version").fetchone()
+            try:
+                (version,) = self._connection.execute("PRAGMA data_version").fetchone()
+            except sqlite3.Error as error:
+                failure = sqlite_failure(self._refusal, self.path, error, NOTHING_CHANGED)
+                if failure is None:
+                    raise
+                raise failure from None
         return int(version)
 
     def hold_exclusive(self, key: str) -> ExclusiveHold:
@@ -375,12 +437,19 @@ class StateDatabase:
         if not _LOCK_KEY.fullmatch(key):
             raise ValueError(f"not a lock key: {key!r}")
         path = safe_state_file(self.workspace, f"{key}.lock", self._refusal)
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            descriptor = os.open(path, flags, 0o600)
+        except OSError as error:
+            raise os_failure(self._refusal, path, error, "nothing was held") from None
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(descriptor)
             raise self._refusal("already_held", f"{key} is held by another live process") from None
+        except OSError as error:
+            os.close(descriptor)
+            raise os_failure(self._refusal, path, error, "nothing was held") from None
         except BaseException:
             os.close(descriptor)
             raise
@@ -419,29 +488,3 @@ def _identity(info: os.stat_result) -> tuple[int, int]:
 def _is_unreadable(error: sqlite3.DatabaseError) -> bool:
     code = getattr(error, "sqlite_errorcode", None) or 0
     return code & 0xFF in _UNREADABLE_CODES or str(error).startswith(_UNDECODABLE_TEXT)
-
-
-def _checked_path(
-    workspace: str | os.PathLike[str], file_name: str, refusal: RefusalFactory
-) -> Path:
-    """`paths.safe_state_file`, with a workspace no state file can live in refused by code."""
-    text = os.fspath(workspace)  # TypeError for what is not a path at all: a wiring bug
-    if isinstance(text, str):
-        if "\x00" in text:
-            raise refusal(ErrorCode.UNSAFE_STORE_PATH, "the workspace path contains a NUL")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            # SQLite opens a file by its UTF-8 name; a surrogate (an undecodable byte
-            # of a file name, or a lone half of a pair) has none.
-            raise refusal(
-                ErrorCode.UNSAFE_STORE_PATH, f"the workspace path is not valid Unicode: {text!r}"
-            ) from None
-    try:
-        return safe_state_file(workspace, file_name, refusal)
-    except OSError as error:
-        if error.errno not in _UNUSABLE_PATH_ERRNOS:
-            raise
-        raise refusal(
-            ErrorCode.UNSAFE_STORE_PATH, f"no state file can live in {text!r}: {error.strerror}"
-        ) from None

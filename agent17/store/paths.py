@@ -4,24 +4,36 @@ The store writes `<workspace>/.agent_tutorial/<name>`. Every part of that
 path is resolved with realpath and checked, because a symlink or a hard link
 planted there would let the database write outside the workspace (or into
 someone else's file). What is refused is left untouched.
+
+A workspace the machine will not let us use (a read-only or full disk, a
+folder this user may not write, `/proc/1`) is `store_unavailable`, through
+`file_failures`, like every other OS-level failure of a state file; a path
+no state file can live in at all is `unsafe_store_path`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
-from collections.abc import Callable
 from pathlib import Path
+from typing import Final
 
-from agent17.domain import ErrorCode, Refusal, TaskError
+from agent17.domain import ErrorCode, TaskError
+from agent17.store.file_failures import NOT_OPENED, RefusalFactory, os_failure
+
+__all__ = ["RefusalFactory"]  # defined beside the failures, used by every store through here
 
 STATE_DIRNAME = ".agent_tutorial"
 TASK_DB_NAME = "tasks.sqlite3"
-SQLITE_SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal")
+WAL_OWNER_SUFFIX = "-wal-owner"
+SQLITE_SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal", WAL_OWNER_SUFFIX)
+"""The files beside a state file that are written with it: SQLite's, and agent17's record."""
 
-RefusalFactory = Callable[[str, str], Refusal]
-"""Builds the caller's refusal (TaskError, MailboxError, ...) from a code and a message."""
+# Path errors that mean "no state file can live there", as opposed to the
+# environment refusing us (permissions, a full or read-only disk).
+_UNUSABLE_PATH_ERRNOS: Final = frozenset({errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP})
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -88,12 +100,37 @@ def check_state_file(
 def safe_state_file(
     workspace: str | os.PathLike[str], name: str, refusal: RefusalFactory = TaskError
 ) -> Path:
-    """Resolve and check `<workspace>/.agent_tutorial/<name>` and its SQLite side files."""
+    """Resolve and check `<workspace>/.agent_tutorial/<name>` and its side files.
+
+    The workspace and the state folder are created when missing. A path no state
+    file can live in is `unsafe_store_path`; a machine that will not let us use
+    it (permissions, a read-only or full disk) is `store_unavailable`.
+    """
     if not name or "/" in name or name.startswith("."):
         raise ValueError(f"not a plain state file name: {name!r}")
-    root = resolve_workspace(workspace, refusal)
-    path = state_dir(root, refusal) / name
-    check_state_file(path, root, refusal)
-    for suffix in SQLITE_SIDECAR_SUFFIXES:
-        check_state_file(path.with_name(name + suffix), root, refusal)
+    text = os.fspath(workspace)  # TypeError for what is not a path at all: a wiring bug
+    if isinstance(text, str):
+        if "\x00" in text:
+            raise refusal(ErrorCode.UNSAFE_STORE_PATH, "the workspace path contains a NUL")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # SQLite opens a file by its UTF-8 name; a surrogate (an undecodable byte
+            # of a file name, or a lone half of a pair) has none.
+            raise refusal(
+                ErrorCode.UNSAFE_STORE_PATH, f"the workspace path is not valid Unicode: {text!r}"
+            ) from None
+    try:
+        root = resolve_workspace(workspace, refusal)
+        path = state_dir(root, refusal) / name
+        check_state_file(path, root, refusal)
+        for suffix in SQLITE_SIDECAR_SUFFIXES:
+            check_state_file(path.with_name(name + suffix), root, refusal)
+    except OSError as error:
+        if error.errno in _UNUSABLE_PATH_ERRNOS:
+            raise refusal(
+                ErrorCode.UNSAFE_STORE_PATH,
+                f"no state file can live in {text!r}: {error.strerror}",
+            ) from None
+        raise os_failure(refusal, Path(text) / STATE_DIRNAME / name, error, NOT_OPENED) from None
     return path
