@@ -107,12 +107,18 @@ def run_process_demo(workspace: Path | None, out: TextIO, *, store: str | None =
     """
     location = parse_store_url(store)
     if location.on_postgres and board_exists(location, workspace or Path(".")):
-        print(f"agent17: {location.shown()} already has a task board; the demo needs a fresh one")
+        print(
+            f"agent17: {location.shown()} already has a task board; the demo needs a fresh one",
+            file=sys.stderr,
+        )
         return 2
     if workspace is None:
         workspace = Path(tempfile.mkdtemp(prefix="agent17-demo-processes-"))
     elif not location.on_postgres and (workspace / STATE_DIRNAME / TASK_DB_NAME).exists():
-        print(f"agent17: {workspace} already has a task board; the demo needs a fresh workspace")
+        print(
+            f"agent17: {workspace} already has a task board; the demo needs a fresh workspace",
+            file=sys.stderr,
+        )
         return 2
     workplace = Workplace.open(location, workspace, new_task_id=uuid_sequence(17))
     board, mailbox = workplace.store, workplace.mailbox

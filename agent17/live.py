@@ -7,7 +7,10 @@ itself once the Lead has answered and no teammate has work left; the Lead
 then reads its teammates' reports, and each teammate is shut down through the
 typed protocol (a real handshake, not a timeout). Ctrl-C stops every worker
 after its current step; each store operation is one transaction, so nothing
-is left half done.
+is left half done. A model server that refuses the calls, or still fails
+after the retries, stops the agent that made the call with one line: the
+Lead's stops the run, a teammate's stops that teammate, and a task it held
+stays in progress until its lease runs out.
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
 
-import openai
-
+from agent17.agent.model_failures import ModelError
 from agent17.agent.openai_model import ConfigurationError, OpenAIModel, validate_openai_environment
 from agent17.agent.permissions import terminal_approver
 from agent17.bootstrap import Team, TeamSettings, build_team
+from agent17.domain import Refusal
 from agent17.team.protocol import (
     Delivery,
     PlanStatus,
@@ -32,7 +35,7 @@ from agent17.team.protocol import (
     TextMessage,
 )
 from agent17.team.teammate import TickKind, TickOutcome
-from agent17.viz.dag import board_table
+from agent17.viz.dag import active_leases, board_table
 
 QUIET_TIMEOUT_SECONDS = 30 * 60.0
 SHUTDOWN_TIMEOUT_SECONDS = 120.0
@@ -80,8 +83,8 @@ def run_live(
     team = build_team(settings)
     try:
         return _run_team(team, prompt, config.model, out, quiet_timeout_seconds)
-    except openai.OpenAIError as error:
-        print(f"agent17: the model call failed: {type(error).__name__}: {error}", file=sys.stderr)
+    except ModelError as error:  # the Lead's own call: nothing can go on without it
+        print(f"agent17 run: the Lead stopped: {error.code}: {error.message}", file=sys.stderr)
         return 1
     finally:
         team.close()
@@ -106,8 +109,15 @@ def _run_team(team: Team, prompt: str, model: str, out: TextIO, quiet_timeout: f
     if closed:
         out.write(f"shut down: {', '.join(sorted(closed))}\n")
     for name, failure in team.teammates.failures().items():
-        out.write(f"{name} stopped on an error: {type(failure).__name__}: {failure}\n")
-    out.write(board_table(team.store.list_tasks()) + "\n")
+        said = (
+            f"{failure.code}: {failure.message}"
+            if isinstance(failure, Refusal)
+            else f"{type(failure).__name__}: {failure}"
+        )
+        print(f"agent17 run: {name} stopped: {said}", file=sys.stderr)
+    # With the leases: a task a stopped teammate held shows when it comes back.
+    leases = active_leases(team.store.events())
+    out.write(board_table(team.store.list_tasks(), leases=leases) + "\n")
     if not finished:
         out.write("agent17 run: stopped with work left on the board (no teammate could do it)\n")
         return 1

@@ -18,7 +18,8 @@ teammate process
    on PostgreSQL: `Workplace.sleeper`), so a message or a newly ready task is
    noticed within a fraction of a second;
 4. ends after the shutdown handshake or after its idle timeout (exit 0, one
-   line saying which), or on Ctrl-C (exit 130). Every store and mailbox
+   line saying which), on Ctrl-C (exit 130), or when its model server refuses
+   the call or still fails after its retries (exit 1, one line). Every store and mailbox
    operation is one transaction, so a Ctrl-C or a kill -9 leaves every file
    (and the database) whole: a task it held waits for its lease to run out,
    and a message it held is delivered again when the name starts next.
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agent17.agent.ledger import IdempotencyLedger
+from agent17.agent.model_failures import ModelError
 from agent17.agent.models import Model, teammate_script
 from agent17.agent.openai_model import ConfigurationError, OpenAIModel, validate_openai_environment
 from agent17.agent.permissions import AuditTrail, teammate_policy, terminal_approver
@@ -233,6 +235,14 @@ def run_teammate(config: TeammateConfig, out: TextIO, err: TextIO) -> int:
     except TeammateConfigError as error:
         err.write(f"agent17 teammate: {error}\n")
         return 2
+    except ModelError as error:
+        # Neither completed nor given back: finishing it is the model's call, and a
+        # release could hand the task on while an effect of this run still goes on.
+        err.write(
+            f"agent17 teammate {config.name}: {error.code}: {error.message}; stopped (a task"
+            " it held stays in progress until its lease runs out)\n"
+        )
+        return 1
     except Refusal as error:
         err.write(f"agent17 teammate {config.name}: {error.code}: {error.message}\n")
         return 1

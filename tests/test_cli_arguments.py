@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from agent17 import SqliteTaskStore
+
 # The console script next to this interpreter (the venv's), else the one on PATH.
 _BESIDE = Path(sys.executable).with_name("agent17")
 CONSOLE_SCRIPT = str(_BESIDE) if _BESIDE.exists() else shutil.which("agent17")
@@ -205,3 +207,18 @@ def test_help_still_prints_the_whole_usage(tmp_path: Path, command: str) -> None
     assert result.stdout.startswith(f"usage: agent17 {command}")
     assert "options:" in result.stdout and "--workspace" in result.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("variant", [[], ["--processes"]], ids=["threads", "processes"])
+def test_a_demo_refused_for_an_existing_board_says_so_on_stderr_only(
+    tmp_path: Path, variant: list[str]
+) -> None:
+    with SqliteTaskStore(tmp_path) as store:
+        store.create_task("mine")
+    before = store.path.read_bytes()
+    result = _run(["demo", *variant, "--workspace", str(tmp_path)], cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert "already has a task board" in line
+    assert store.path.read_bytes() == before

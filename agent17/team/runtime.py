@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from types import TracebackType
 
-from agent17.domain import TaskStatus, completed_ids, is_ready
+from agent17.domain import Refusal, TaskStatus, completed_ids, is_ready
 from agent17.team.idle_loop import run_idle_loop
 from agent17.team.mailbox import TeamMailbox
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
@@ -266,6 +266,11 @@ class TeammateRuntime:
                 on_wait=on_wait,
                 before_scan=before_scan,
             )
+        except Refusal as error:
+            # A coded stop (its model server refused or kept failing): reported by
+            # whoever reads failures(), in one line, not as this thread's traceback.
+            with self._state:
+                self._failures[name] = error
         except BaseException as error:
             with self._state:
                 self._failures[name] = error
