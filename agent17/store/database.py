@@ -62,6 +62,7 @@ from agent17.store.file_failures import (
     NOT_OPENED,
     NOTHING_CHANGED,
     os_failure,
+    read_failure,
     sqlite_failure,
 )
 from agent17.store.paths import RefusalFactory, check_state_file, safe_state_file
@@ -300,6 +301,12 @@ class StateDatabase:
                 )
 
     def _unreadable(self, error: sqlite3.DatabaseError) -> Refusal:
+        # A failing disk can make SQLite call a sound file "malformed" (its view of the
+        # -wal went stale when a write failed): only a file the OS reads back whole is
+        # called damaged, which sends the user to a backup.
+        failed = read_failure(self.path, self.path.with_name(self.path.name + "-wal"))
+        if failed is not None:
+            return os_failure(self._refusal, *failed, NOTHING_CHANGED)
         return self._refusal(
             ErrorCode.STORE_UNREADABLE,
             f"{self.path} is not an intact {self.schema.what} ({error}); it was left untouched",

@@ -79,6 +79,17 @@ _SQLITE_ADVICE: Final = {
     sqlite3.SQLITE_BUSY: ("another process held its lock too long", _LOCKED),
     sqlite3.SQLITE_LOCKED: ("another process held its lock too long", _LOCKED),
 }
+# Codes SQLite gives for a file it may not open or write, without saying why (an
+# I/O error included: a write to an immutable -wal is one), so the OS is asked.
+_ACCESS_CODES: Final = frozenset(
+    {
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PERM,
+        sqlite3.SQLITE_AUTH,
+        sqlite3.SQLITE_IOERR,
+    }
+)
 # Writes refused because the file was moved or replaced under the connection:
 # that is the path changing, not the machine failing.
 _READONLY_DBMOVED: Final = sqlite3.SQLITE_READONLY | (4 << 8)
@@ -106,7 +117,39 @@ def sqlite_failure(
     if known is None:
         return None
     what, advice = known
+    if code & 0xFF in _ACCESS_CODES:
+        what, advice = _access_problem(path) or known
     return refusal(
         UNAVAILABLE,
         f"{path}: {what} ({error}); {outcome}. To go on: {advice.format(uid=os.geteuid())}",
     )
+
+
+def _access_problem(path: Path) -> tuple[str, str] | None:
+    """Why this process may not write `path`, as the OS sees it; None if it cannot tell."""
+    folder = path.parent
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return None
+    if read_only:
+        return "its file system is mounted read-only", _READ_ONLY
+    files = [path.with_name(path.name + end) for end in ("", "-wal", "-shm")]
+    for each, needs in [(folder, os.W_OK | os.X_OK)] + [(f, os.R_OK | os.W_OK) for f in files]:
+        if each.exists() and not os.access(each, needs):
+            return f"this user may not write {each}", _DENIED
+    return None
+
+
+def read_failure(*paths: Path) -> tuple[Path, OSError] | None:
+    """The first OSError met reading `paths` whole (a missing one is skipped), or None."""
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                while handle.read(1 << 20):
+                    pass
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            return path, error
+    return None
