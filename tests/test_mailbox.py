@@ -30,8 +30,8 @@ from agent17.team.mailbox import (
     MailboxTransaction,
     MessageState,
     TeamMailbox,
-    WakeRegistry,
 )
+from agent17.team.wakeups import WakeRegistry
 
 spawn = multiprocessing.get_context("spawn")
 

@@ -10,6 +10,10 @@ the board's PostgreSQL database, for a team spread over many hosts.
 A message moves queued -> claimed -> acked. A recipient claims one message,
 handles it, then acks it; if the process dies in between, the message is still
 `claimed` and `requeue_unacked()` delivers it again when that teammate starts.
+Every row read is checked against the rules of a stored message
+(team/message_rows.py): one that breaks them is refused (`damaged_message`),
+and `set_aside_damaged()` moves such rows of one recipient's queue to
+`dead_letters`, so they no longer stand in front of the good ones.
 Sending also sets the recipient's in-process wake event, so a sleeping
 teammate rescans at once instead of waiting out its poll interval.
 
@@ -22,23 +26,32 @@ teammate's name).
 from __future__ import annotations
 
 import os
-import threading
+import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar, cast
 
 from agent17.domain import Refusal, name_problem, preview, text_problem
 from agent17.store.database import ExclusiveHold, Schema, StateDatabase
+from agent17.team.message_rows import (
+    MAX_DELIVERIES,
+    DeadLetter,
+    dead_letter,
+    message_row_problem,
+    reason_to_set_aside,
+    stored_text,
+)
+from agent17.team.wakeups import WakeRegistry
 
 MAILBOX_DB_NAME: Final = "mailbox.sqlite3"
 TEAM_SCHEMA: Final = Schema(
     package="agent17.team",
     sql_file="schema.sql",
-    version="3",
+    version="4",
     metadata_table="mailbox_metadata",
     what="agent17 team mailbox",
 )
@@ -48,6 +61,25 @@ T = TypeVar("T")
 
 class MailboxError(Refusal):
     """A known refusal of the mailbox; `code` is stable (tools report it as-is)."""
+
+
+DAMAGED_MESSAGE: Final = "damaged_message"
+
+
+class DamagedMessage(MailboxError):
+    """A stored row that no mailbox writes (code `damaged_message`); nothing was changed.
+
+    `sequence` is the row's, so its recipient's teammate can set it aside.
+    """
+
+    def __init__(self, sequence: object, problem: str) -> None:
+        super().__init__(
+            DAMAGED_MESSAGE,
+            f"stored message {preview(sequence)} is damaged: {problem}. No mailbox writes such"
+            " a row (it was written by hand); its recipient's teammate sets it aside in"
+            " dead_letters",
+        )
+        self.sequence = sequence
 
 
 class MessageState(StrEnum):
@@ -71,59 +103,29 @@ class Envelope:
     deliveries: int
 
 
-class WakeRegistry:
-    """One threading.Event per recipient name; `wake(name)` sets it and tells the listeners.
-
-    Sleeping teammates wait on their event; the teammate runtime listens so that
-    a message to a teammate whose worker has ended starts a fresh worker.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._events: dict[str, threading.Event] = {}
-        self._listeners: list[Callable[[str], None]] = []
-
-    def event_for(self, name: str) -> threading.Event:
-        """The wake event of `name` (created on first use, then always the same object)."""
-        with self._lock:
-            event = self._events.get(name)
-            if event is None:
-                event = self._events[name] = threading.Event()
-            return event
-
-    def wake(self, name: str) -> None:
-        """Set `name`'s event, then call every listener with `name`."""
-        self.event_for(name).set()
-        with self._lock:
-            listeners = tuple(self._listeners)
-        # Listeners run outside our lock: they take their own locks and may start threads.
-        for listener in listeners:
-            listener(name)
-
-    def subscribe(self, listener: Callable[[str], None]) -> None:
-        """Call `listener(name)` after every wake."""
-        with self._lock:
-            self._listeners.append(listener)
-
-    def unsubscribe(self, listener: Callable[[str], None]) -> None:
-        """Stop calling `listener` (no error if it was not subscribed)."""
-        with self._lock:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
-
 _COLUMNS: Final = "sequence, recipient, sender, kind, body, state, deliveries"
+_STATES: Final = frozenset(state.value for state in MessageState)
+# The rows of one recipient that are not handled yet: a NULL or unknown state counts,
+# so a row damaged in its state is still found in its recipient's queue.
+_IN_QUEUE: Final = "recipient = ? AND coalesce(state, '') <> 'acked'"
+
+StoredRow = tuple[object, ...]
+_SoundRow = tuple[int, str, str, str, str, str, int]
+RowReader = Callable[["SqlRunner", str, tuple[object, ...]], list[StoredRow]]
+"""Runs a query on a connection and returns its rows with every value as stored."""
 
 
-def _envelope(row: Any) -> Envelope:
-    sequence, recipient, sender, kind, body, state, deliveries = row
-    try:
-        message_state = MessageState(state)
-    except ValueError:
-        raise MailboxError(
-            "store_unreadable", f"message {sequence} has the state {state!r}"
-        ) from None
-    return Envelope(sequence, recipient, sender, kind, body, message_state, deliveries)
+def _envelope(row: StoredRow) -> Envelope:
+    problem = message_row_problem(row, _STATES)
+    if problem is not None:
+        raise DamagedMessage(row[0], problem)
+    sequence, recipient, sender, kind, body, state, deliveries = cast(_SoundRow, row)
+    return Envelope(sequence, recipient, sender, kind, body, MessageState(state), deliveries)
+
+
+def plain_rows(connection: SqlRunner, sql: str, parameters: tuple[object, ...]) -> list[StoredRow]:
+    """The rows of a query as the driver gives them (an engine that decodes nothing itself)."""
+    return [tuple(row) for row in connection.execute(sql, parameters).fetchall()]
 
 
 def require_name(value: object, what: str) -> str:
@@ -170,11 +172,17 @@ class NameHold(Protocol):
 class MailboxTransaction:
     """The handle of one write transaction: send and ack inside it, wake after commit.
 
-    `connection` runs the team's SQL inside this transaction (a SqlRunner).
+    `connection` runs the team's SQL inside this transaction (a SqlRunner);
+    `read` is the engine's way to read message rows with every value as stored.
     """
 
     connection: SqlRunner
     woken: list[str] = field(default_factory=list)
+    read: RowReader = plain_rows
+
+    def _one(self, sql: str, parameters: tuple[object, ...]) -> StoredRow | None:
+        rows = self.read(self.connection, sql, parameters)
+        return rows[0] if rows else None
 
     def send(self, recipient: str, *, sender: str, kind: str, body: str) -> Envelope:
         """Queue a message in this transaction; its recipient is woken once it commits."""
@@ -184,27 +192,94 @@ class MailboxTransaction:
         problem = text_problem(body)
         if problem is not None:
             raise MailboxError("invalid_message_body", f"body {problem}")
-        row = self.connection.execute(
+        row = self._one(
             f"INSERT INTO messages (recipient, sender, kind, body) VALUES (?, ?, ?, ?)"
             f" RETURNING {_COLUMNS}",
             (recipient, sender, kind, body),
-        ).fetchone()
+        )
         self.woken.append(recipient)
-        return _envelope(row)
+        return _envelope(cast(StoredRow, row))
+
+    def claim(self, recipient: str) -> Envelope | None:
+        """Take the oldest queued message of `recipient` (it becomes claimed), or None.
+
+        The row is checked before it is changed: a damaged one is refused as it is.
+        """
+        require_name(recipient, "recipient")
+        row = self._one(
+            f"SELECT {_COLUMNS} FROM messages WHERE recipient = ? AND state = 'queued'"
+            " ORDER BY sequence LIMIT 1",
+            (recipient,),
+        )
+        if row is None:
+            return None
+        queued = _envelope(row)
+        claimed = self._one(
+            "UPDATE messages SET state = 'claimed', deliveries = deliveries + 1"
+            f" WHERE sequence = ? RETURNING {_COLUMNS}",
+            (queued.sequence,),
+        )
+        return _envelope(cast(StoredRow, claimed))
 
     def ack(self, envelope: Envelope) -> None:
         """Mark a claimed message as handled; it will never be delivered again."""
         require_envelope(envelope)
-        cursor = self.connection.execute(
-            "UPDATE messages SET state = 'acked'"
-            " WHERE sequence = ? AND recipient = ? AND state = 'claimed'",
+        row = self._one(
+            f"SELECT {_COLUMNS} FROM messages WHERE sequence = ? AND recipient = ?",
             (envelope.sequence, envelope.recipient),
         )
-        if cursor.rowcount != 1:
+        if row is None or _envelope(row).state is not MessageState.CLAIMED:
             raise MailboxError(
                 "message_not_claimed",
                 f"message {envelope.sequence} to {envelope.recipient!r} is not currently claimed",
             )
+        self.connection.execute(
+            "UPDATE messages SET state = 'acked' WHERE sequence = ?", (envelope.sequence,)
+        )
+
+    def requeue_unacked(self, recipient: str) -> int:
+        """Put `recipient`'s claimed-but-never-acked messages back in the queue; return how many.
+
+        One that has had its MAX_DELIVERIES deliveries stays claimed: it is not
+        delivered again (`set_aside_damaged` moves it to the dead letters).
+        """
+        require_name(recipient, "recipient")
+        for row in self.read(
+            self.connection,
+            f"SELECT {_COLUMNS} FROM messages WHERE recipient = ? AND state = 'claimed'",
+            (recipient,),
+        ):
+            _envelope(row)
+        count = self.connection.execute(
+            "UPDATE messages SET state = 'queued'"
+            " WHERE recipient = ? AND state = 'claimed' AND deliveries < ?",
+            (recipient, MAX_DELIVERIES),
+        ).rowcount
+        if count:
+            self.woken.append(recipient)
+        return int(count)
+
+    def set_aside_damaged(self, recipient: str) -> list[DeadLetter]:
+        """Move every damaged row of `recipient`'s queue to `dead_letters`; return them.
+
+        The queue is every row addressed to `recipient` that is not acked (a
+        row whose state is damaged included). A claimed message that has had
+        its MAX_DELIVERIES deliveries goes too: it can never be delivered again.
+        Each row is copied as it was found, then deleted from `messages`, so it
+        never comes back from `claim`.
+        """
+        require_name(recipient, "recipient")
+        rows = self.read(
+            self.connection,
+            f"SELECT {_COLUMNS} FROM messages WHERE {_IN_QUEUE} ORDER BY sequence",
+            (recipient,),
+        )
+        letters = []
+        for row in rows:
+            reason = reason_to_set_aside(row, _STATES)
+            if reason is not None:
+                letters.append(dead_letter(self.connection.execute, row, recipient, reason))
+        return letters
 
 
 class TeamMailbox(ABC):
@@ -247,7 +322,7 @@ class TeamMailbox(ABC):
         woken: list[str] = []
 
         def run(connection: SqlRunner) -> T:
-            return operation(MailboxTransaction(connection, woken))
+            return operation(MailboxTransaction(connection, woken, self._read_rows))
 
         # Read only once the commit is done: a rolled-back transaction wakes nobody.
         result = self._write(run)
@@ -261,19 +336,18 @@ class TeamMailbox(ABC):
             lambda handle: handle.send(recipient, sender=sender, kind=kind, body=body)
         )
 
+    def _read_rows(
+        self, connection: SqlRunner, sql: str, parameters: tuple[object, ...]
+    ) -> list[StoredRow]:
+        """Run a message query; every value comes back as stored, for the rules to judge."""
+        return plain_rows(connection, sql, parameters)
+
     def claim(self, recipient: str) -> Envelope | None:
-        """Take the oldest queued message of `recipient` (it becomes claimed), or None."""
-        require_name(recipient, "recipient")
-        row = self.transaction(
-            lambda handle: handle.connection.execute(
-                "UPDATE messages SET state = 'claimed', deliveries = deliveries + 1"
-                " WHERE sequence = (SELECT sequence FROM messages"
-                "  WHERE recipient = ? AND state = 'queued' ORDER BY sequence LIMIT 1)"
-                f" RETURNING {_COLUMNS}",
-                (recipient,),
-            ).fetchone()
-        )
-        return None if row is None else _envelope(row)
+        """Take the oldest queued message of `recipient` (it becomes claimed), or None.
+
+        A damaged oldest message is refused (DamagedMessage) and left as it is.
+        """
+        return self.transaction(lambda handle: handle.claim(recipient))
 
     def ack(self, envelope: Envelope) -> None:
         """Mark a claimed message as handled (error `message_not_claimed` otherwise)."""
@@ -284,46 +358,34 @@ class TeamMailbox(ABC):
 
         Call it only when nobody is handling `recipient`'s messages (a teammate starting).
         """
-        require_name(recipient, "recipient")
+        return self.transaction(lambda handle: handle.requeue_unacked(recipient))
 
-        def requeue(handle: MailboxTransaction) -> int:
-            count = handle.connection.execute(
-                "UPDATE messages SET state = 'queued' WHERE recipient = ? AND state = 'claimed'",
-                (recipient,),
-            ).rowcount
-            if count:
-                handle.woken.append(recipient)
-            return int(count)
-
-        return self.transaction(requeue)
+    def set_aside_damaged(self, recipient: str) -> list[DeadLetter]:
+        """Move the damaged rows of `recipient`'s queue to `dead_letters`, in one transaction."""
+        return self.transaction(lambda handle: handle.set_aside_damaged(recipient))
 
     def unacked_count(self, recipient: str) -> int:
         """How many messages wait for `recipient` (queued or claimed, not yet acked)."""
         require_name(recipient, "recipient")
-        (count,) = self.snapshot(
-            lambda connection: connection.execute(
-                "SELECT count(*) FROM messages WHERE recipient = ? AND state != 'acked'",
-                (recipient,),
-            ).fetchone()
+        rows = self.snapshot(
+            lambda connection: self._read_rows(
+                connection, f"SELECT {_COLUMNS} FROM messages WHERE {_IN_QUEUE}", (recipient,)
+            )
         )
-        return int(count)
+        return len([_envelope(row) for row in rows])
 
     def messages(self, recipient: str | None = None) -> list[Envelope]:
         """Every stored message (of one recipient, if given), in sending order, any state."""
-        if recipient is None:
-            rows = self.snapshot(
-                lambda connection: connection.execute(
-                    f"SELECT {_COLUMNS} FROM messages ORDER BY sequence"
-                ).fetchall()
-            )
-        else:
+        where = ""
+        parameters: tuple[object, ...] = ()
+        if recipient is not None:
             require_name(recipient, "recipient")
-            rows = self.snapshot(
-                lambda connection: connection.execute(
-                    f"SELECT {_COLUMNS} FROM messages WHERE recipient = ? ORDER BY sequence",
-                    (recipient,),
-                ).fetchall()
+            where, parameters = "WHERE recipient = ?", (recipient,)
+        rows = self.snapshot(
+            lambda connection: self._read_rows(
+                connection, f"SELECT {_COLUMNS} FROM messages {where} ORDER BY sequence", parameters
             )
+        )
         return [_envelope(row) for row in rows]
 
     def __enter__(self) -> TeamMailbox:
@@ -374,6 +436,20 @@ class Mailbox(TeamMailbox):
     def snapshot(self, operation: Callable[[SqlRunner], T]) -> T:
         """Run read-only `operation` on one consistent snapshot of the file."""
         return self._db.snapshot(operation)
+
+    def _read_rows(
+        self, connection: SqlRunner, sql: str, parameters: tuple[object, ...]
+    ) -> list[StoredRow]:
+        # SQLite hands back a TEXT value that is not UTF-8 as an error for the whole
+        # query. Decoding it ourselves, for these rows only (we run under the file's
+        # lock), names the one damaged row and keeps every other readable.
+        sqlite_connection = cast(sqlite3.Connection, connection)
+        before = sqlite_connection.text_factory
+        try:
+            sqlite_connection.text_factory = stored_text
+            return plain_rows(connection, sql, parameters)
+        finally:
+            sqlite_connection.text_factory = before
 
     def data_version(self) -> int:
         """Changes whenever another connection (another process) commits to the mailbox."""

@@ -40,7 +40,8 @@ from agent17.domain import ErrorCode
 from agent17.store.pg_connection import PgDatabase
 from agent17.store.pg_schema import PgSchema
 from agent17.store.pg_transaction import ConstraintViolation, PgTransaction, Row
-from agent17.team.mailbox import MailboxError, NameHold, SqlRunner, TeamMailbox, WakeRegistry
+from agent17.team.mailbox import MailboxError, NameHold, SqlRunner, TeamMailbox
+from agent17.team.wakeups import WakeRegistry
 
 if TYPE_CHECKING:
     import psycopg
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 TEAM_PG_SCHEMA: Final = PgSchema(
     package="agent17.team",
     sql_file="postgres_schema.sql",
-    version="1",
+    version="2",
     metadata_table="team_metadata",
     what="agent17 team mailbox",
 )

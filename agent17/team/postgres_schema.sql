@@ -1,5 +1,5 @@
 -- agent17 team state on PostgreSQL (the mailbox, the plans, the teammates), schema
--- version 1, in the same PostgreSQL schema as the task board (`agent17`), with its own
+-- version 2, in the same PostgreSQL schema as the task board (`agent17`), with its own
 -- version row. Run whole, in one transaction, with search_path set to that schema.
 -- The tables are the SQLite mailbox's (team/schema.sql), so the team's SQL is written
 -- once for both engines; what PostgreSQL adds is the team lock and the wake-ups.
@@ -10,7 +10,7 @@ CREATE TABLE team_metadata (
     key   text PRIMARY KEY,
     value text NOT NULL
 );
-INSERT INTO team_metadata (key, value) VALUES ('schema_version', '1');
+INSERT INTO team_metadata (key, value) VALUES ('schema_version', '2');
 
 -- Every write to the team's state holds this transaction-level advisory lock from its
 -- first statement to its commit: writers queue, as SQLite's BEGIN IMMEDIATE makes them
@@ -20,8 +20,12 @@ CREATE FUNCTION team_lock_key() RETURNS bigint
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$ SELECT 7018690069350397795::bigint $$;
 
--- One row per message; it moves queued -> claimed -> acked and is never deleted, so
--- `sequence` (assigned under the team lock) is the sending order.
+-- One row per message; it moves queued -> claimed -> acked and stays, except that a
+-- damaged row (one no mailbox writes: see team/message_rows.py) moves to dead_letters.
+-- `sequence` (assigned under the team lock, never twice) is the sending order.
+-- Types are strict here, unlike SQLite's; what a CHECK does not say (control characters
+-- in a name) the readers check on every row, and everything else again too: a row can
+-- be written with a constraint dropped for the moment.
 CREATE TABLE messages (
     sequence   bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     recipient  text NOT NULL CHECK (char_length(recipient) BETWEEN 1 AND 200),
@@ -29,11 +33,33 @@ CREATE TABLE messages (
     kind       text NOT NULL CHECK (char_length(kind) BETWEEN 1 AND 200),
     body       text NOT NULL,
     state      text NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'claimed', 'acked')),
-    deliveries integer NOT NULL DEFAULT 0 CHECK (deliveries >= 0)
+    -- At most 1,000,000 deliveries (MAX_DELIVERIES), and a queued message can still have
+    -- one more; a claimed or acked one has had at least one. (No BETWEEN inside the AND:
+    -- the catalog would print it nested, and that text, read back by a restore from
+    -- pg_dump, makes another definition than this file's.)
+    deliveries integer NOT NULL DEFAULT 0
+               CHECK (deliveries >= 0 AND deliveries <= 1000000
+                      AND (state = 'queued' OR deliveries > 0)
+                      AND (state <> 'queued' OR deliveries < 1000000))
 );
 
 -- A recipient's oldest queued message is a seek: (recipient, 'queued', first sequence).
 CREATE INDEX messages_by_recipient ON messages (recipient, state, sequence);
+
+-- Messages set aside unread by their recipient's teammate because their row broke the
+-- rules above, with the reason; the values as they were found (no constraint but
+-- the key), `sequence` the message's own number.
+CREATE TABLE dead_letters (
+    id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    sequence   bigint NOT NULL,
+    recipient  text,
+    sender     text,
+    kind       text,
+    body       text,
+    state      text,
+    deliveries integer,
+    reason     text NOT NULL
+);
 
 -- Wake-ups across hosts: a NOTIFY on agent17_mail, with the recipient as its payload,
 -- whenever a message becomes queued (sent, or put back by a restarting teammate).

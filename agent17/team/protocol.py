@@ -6,6 +6,8 @@ gate (`plan_allows_effectful`) is data in the team's mailbox (a SQLite file or
 the board's PostgreSQL database): the latest plan of each agent and whether the
 Lead approved it. Automatic claims ask the gate
 first, so a teammate whose latest plan is pending or rejected takes no task.
+A stored plan row that breaks the plans' rules (written by hand) is refused
+(`damaged_plan`) and keeps the gate closed: an unreadable verdict is no approval.
 """
 
 from __future__ import annotations
@@ -17,10 +19,18 @@ from typing import Any, ClassVar, Final, cast
 
 from pydantic import ValidationError
 
-from agent17.domain import IdFactory, Refusal, is_canonical_uuid, text_problem
+from agent17.domain import (
+    IdFactory,
+    Refusal,
+    is_canonical_uuid,
+    name_problem,
+    preview,
+    text_problem,
+)
 from agent17.inputs import StrictInput, Text, Uuid, describe_validation_error
 from agent17.team.mailbox import (
     Envelope,
+    MailboxError,
     MailboxTransaction,
     SqlRunner,
     TeamMailbox,
@@ -208,9 +218,33 @@ class Delivery:
 
 
 _PLAN_COLUMNS: Final = "request_id, agent, plan, status, feedback"
+DAMAGED_PLAN: Final = "damaged_plan"
+
+
+def _plan_problem(row: Any) -> str | None:
+    request_id, agent, plan, status, feedback = row
+    if not is_canonical_uuid(request_id):
+        return f"its request id is {preview(request_id)}"
+    for what, problem in (
+        ("agent", name_problem(agent)),
+        ("plan", text_problem(plan, required=True)),
+        ("feedback", text_problem(feedback)),
+    ):
+        if problem is not None:
+            return f"its {what} {problem}"
+    if not isinstance(status, str) or status not in {known.value for known in PlanStatus}:
+        return f"its status is {preview(status)}"
+    return None
 
 
 def _plan(row: Any) -> PlanRecord:
+    problem = _plan_problem(row)
+    if problem is not None:
+        raise MailboxError(
+            DAMAGED_PLAN,
+            f"a stored plan is damaged: {problem}. No mailbox writes such a row (it was"
+            " written by hand); the plan gate stays closed",
+        )
     request_id, agent, plan, status, feedback = row
     return PlanRecord(request_id, agent, plan, PlanStatus(status), feedback)
 
@@ -417,8 +451,16 @@ class TeamProtocol:
         return [_plan(row) for row in rows]
 
     def plan_allows_effectful(self, name: str) -> bool:
-        """True if `name` has no plan or its latest plan is approved; pending/rejected block."""
-        latest = self.latest_plan(name)
+        """True if `name` has no plan or its latest plan is approved; pending/rejected block.
+
+        A damaged plan row blocks too: a verdict nobody can read approves nothing.
+        """
+        try:
+            latest = self.latest_plan(name)
+        except MailboxError as error:
+            if error.code != DAMAGED_PLAN:
+                raise
+            return False
         return latest is None or latest.status is PlanStatus.APPROVED
 
     def route(self, envelope: Envelope) -> Routed:

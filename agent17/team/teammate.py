@@ -12,6 +12,13 @@ The order of a pass is the chapter's rule (R1):
    `<auto-claimed-task>` message whose claim token is the run's idempotency key;
 5. nothing to claim: idle (the runtime decides how long to wait).
 
+A message whose stored row is damaged (written by hand, past the mailbox's
+rules) is never handled: the teammate moves the damaged rows of its queue to
+the dead letters, tells the Lead of each in the same transaction, and reports
+each in one pass of its own; the good messages behind them follow in order.
+Starting does the same before it requeues unacked mail, so a damaged row can
+neither crash a teammate nor hold up its queue, at any start.
+
 `tick()` is synchronous and deterministic: notebooks call it from a button,
 and the autonomous runtime calls exactly the same method from a worker thread.
 The teammate never completes a task itself (R4): only the agent's explicit
@@ -22,12 +29,14 @@ from __future__ import annotations
 
 import json
 import threading
+from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
 from agent17.domain import TaskClaim
-from agent17.team.mailbox import Envelope
+from agent17.team.mailbox import DamagedMessage, Envelope, MailboxTransaction
+from agent17.team.message_rows import DeadLetter
 from agent17.team.protocol import (
     PlanResponse,
     ProtocolMessage,
@@ -35,6 +44,7 @@ from agent17.team.protocol import (
     ShutdownRequest,
     TeamProtocol,
     TextMessage,
+    encode_message,
 )
 from agent17.team.registry import TeamRegistry
 from agent17.wire import claim_payload, wire_clock
@@ -80,6 +90,16 @@ def incoming_message_text(sender: str, content: str) -> str:
     return f"Message from {sender}:\n{content}"
 
 
+def dead_letter_report(letter: DeadLetter) -> str:
+    """What a teammate tells the Lead about a message of its own that it set aside unread."""
+    sender = "" if letter.sender is None else f" from {letter.sender}"
+    return (
+        f"I set aside message {letter.sequence}{sender} without reading it: its stored row"
+        f" is damaged ({letter.reason}). It is kept in dead_letters; nothing it asked for"
+        " was done."
+    )
+
+
 class TickKind(StrEnum):
     """What one pass of the idle loop did."""
 
@@ -87,6 +107,7 @@ class TickKind(StrEnum):
     PROTOCOL_HANDLED = "protocol_handled"
     MESSAGE_HANDLED = "message_handled"
     MESSAGE_REJECTED = "message_rejected"
+    DEAD_LETTERED = "dead_lettered"
     PLAN_BLOCKED = "plan_blocked"
     CLAIMED = "claimed"
     IDLE = "idle"
@@ -107,6 +128,7 @@ class TickOutcome:
     claim: TaskClaim | None = None
     final_text: str | None = None
     detail: str = ""
+    dead_letter: DeadLetter | None = None
 
     def describe(self, *, named: bool = True) -> str:
         """One readable line for logs, timelines and notebooks (the only describer of a tick).
@@ -134,6 +156,13 @@ class TickOutcome:
             return f"{name}: message_handled from {sender} -> {self.final_text!r}; no task taken"
         if kind is TickKind.MESSAGE_REJECTED:
             return f"{name}: message_rejected from {sender} ({self.detail}); no task taken"
+        if kind is TickKind.DEAD_LETTERED and self.dead_letter is not None:
+            letter = self.dead_letter
+            origin = "" if letter.sender is None else f" from {letter.sender}"
+            return (
+                f"{name}: dead_lettered message {letter.sequence}{origin} ({letter.reason});"
+                " the Lead was told; no task taken"
+            )
         if kind is TickKind.PLAN_BLOCKED:
             return f"{name}: plan_blocked ({self.detail}); no claim, no write"
         if kind is TickKind.IDLE:
@@ -165,6 +194,7 @@ class Teammate:
         self.work_stealing = work_stealing
         self._closed = False
         self._lock = threading.Lock()
+        self._unreported: deque[DeadLetter] = deque()
         # Only the holder of the name may requeue its unacked mail: join first.
         self._membership = TeamRegistry(protocol.mailbox).join(name)
         try:
@@ -192,15 +222,46 @@ class Teammate:
         return self.protocol.lead_name
 
     def recover_unacked(self) -> int:
-        """Requeue messages claimed but never acked (a crash mid-handling); return how many."""
-        return self.protocol.mailbox.requeue_unacked(self.name)
+        """Requeue messages claimed but never acked (a crash mid-handling); return how many.
+
+        In the same transaction, and first, the damaged rows of the queue go to the
+        dead letters (the next passes report them), so none of them stops the start.
+        """
+        with self._lock:
+
+            def recover(handle: MailboxTransaction) -> tuple[list[DeadLetter], int]:
+                return self._set_aside(handle), handle.requeue_unacked(self.name)
+
+            letters, requeued = self.protocol.mailbox.transaction(recover)
+            self._unreported.extend(letters)
+            return requeued
+
+    def _set_aside(self, handle: MailboxTransaction) -> list[DeadLetter]:
+        # The Lead's reports commit with the move: each dead letter is told exactly once,
+        # even if this process dies before it prints its line.
+        letters = handle.set_aside_damaged(self.name)
+        for letter in letters:
+            kind, body = encode_message(TextMessage(content=dead_letter_report(letter)))
+            handle.send(self.lead_name, sender=self.name, kind=kind, body=body)
+        return letters
 
     def tick(self) -> TickOutcome:
         """Run exactly one pass of the idle loop, in the chapter's order, and say what it did."""
         with self._lock:
             if self._closed:
                 return self._outcome(TickKind.CLOSED)
-            envelope = self.protocol.mailbox.claim(self.name)
+            if self._unreported:
+                return self._outcome(TickKind.DEAD_LETTERED, letter=self._unreported.popleft())
+            try:
+                envelope = self.protocol.mailbox.claim(self.name)
+            except DamagedMessage:
+                letters = self.protocol.mailbox.transaction(self._set_aside)
+                if not letters:
+                    # Unreachable unless the row was repaired meanwhile: the sweep reads
+                    # every row a claim reads, by rules that refuse at least as much.
+                    raise
+                self._unreported.extend(letters[1:])
+                return self._outcome(TickKind.DEAD_LETTERED, letter=letters[0])
             if envelope is not None:
                 return self._handle(envelope)
             # The gate comes before the board: a blocked teammate must not write to it at all.
@@ -266,8 +327,9 @@ class Teammate:
         claim: TaskClaim | None = None,
         final_text: str | None = None,
         detail: str = "",
+        letter: DeadLetter | None = None,
     ) -> TickOutcome:
-        return TickOutcome(self.name, kind, envelope, message, claim, final_text, detail)
+        return TickOutcome(self.name, kind, envelope, message, claim, final_text, detail, letter)
 
 
 def describe_outcome(outcome: TickOutcome) -> str:

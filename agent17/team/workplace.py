@@ -32,10 +32,11 @@ from agent17.store.pg_connection import import_driver, redact
 from agent17.store.pg_schema import STORE_NOT_FOUND
 from agent17.store.postgres import PostgresTaskStore
 from agent17.store.sqlite import SqliteTaskStore
-from agent17.team.mailbox import Mailbox, MailboxError, TeamMailbox, WakeRegistry
+from agent17.team.mailbox import Mailbox, MailboxError, TeamMailbox
 from agent17.team.pg_mailbox import BOARD_CHANNEL, MAIL_CHANNEL, PostgresMailbox
 from agent17.team.pg_wakeups import NotifySleeper
 from agent17.team.sleepers import ChangeWatchingSleeper, WatchingSleeper
+from agent17.team.wakeups import WakeRegistry
 
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 
