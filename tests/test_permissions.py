@@ -19,6 +19,7 @@ from agent17.agent.permissions import (
     teammate_policy,
     terminal_approver,
 )
+from agent17.domain import TaskError
 
 SHELL = ApprovalRequest("alice", "shell", {"command": "ls"})
 FIXED_CLOCK = lambda: datetime(2026, 1, 1, tzinfo=UTC)  # noqa: E731
@@ -140,8 +141,9 @@ def test_audit_trail_refuses_to_follow_a_symlink(tmp_path: Path) -> None:
     target.write_text("")
     link = tmp_path / "audit.jsonl"
     link.symlink_to(target)
-    with pytest.raises(OSError):
+    with pytest.raises(TaskError) as refused:
         append_call(AuditTrail(link))
+    assert refused.value.code == "unsafe_store_path"
     assert target.read_text() == ""
 
 

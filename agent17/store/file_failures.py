@@ -32,7 +32,7 @@ RefusalFactory = Callable[[str, str], Refusal]
 UNAVAILABLE: Final = ErrorCode.STORE_UNAVAILABLE
 
 NOTHING_CHANGED: Final = "nothing was changed"
-NOT_OPENED: Final = "it was not opened and nothing in it was changed"
+NOT_OPENED: Final = "nothing was opened or changed"
 COMMIT_UNKNOWN: Final = (
     "the write may or may not have reached the disk: read it again to see whether it happened"
 )
@@ -52,6 +52,10 @@ _IO: Final = (
 )
 _LOCKED: Final = "find the program holding it (fuser FILE) and stop it, or try again later"
 _ELSEWHERE: Final = "use a workspace on a writable local disk"
+
+# Path errors that mean "no state file can live there", as opposed to the
+# machine refusing us (permissions, a full or read-only disk).
+UNUSABLE_PATH_ERRNOS: Final = frozenset({errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP})
 
 _ERRNO_ADVICE: Final = {
     errno.ENOSPC: _FULL,
@@ -96,9 +100,15 @@ _READONLY_DBMOVED: Final = sqlite3.SQLITE_READONLY | (4 << 8)
 
 
 def os_failure(refusal: RefusalFactory, path: Path, error: OSError, outcome: str) -> Refusal:
-    """The `store_unavailable` refusal for an OSError met while using the state file `path`."""
+    """The refusal for an OSError met while using the state file `path`.
+
+    `store_unavailable`, except for a path no state file can live at (a symbolic
+    link met with O_NOFOLLOW, a file where a folder should be): `unsafe_store_path`.
+    """
     where = error.filename if isinstance(error.filename, str) else str(path)
     reason = error.strerror or type(error).__name__
+    if error.errno in UNUSABLE_PATH_ERRNOS:
+        return refusal(ErrorCode.UNSAFE_STORE_PATH, f"{where}: {reason}; {outcome}")
     advice = _ERRNO_ADVICE.get(error.errno or 0, _ELSEWHERE).format(uid=os.geteuid())
     return refusal(UNAVAILABLE, f"{where}: {reason}; {outcome}. To go on: {advice}")
 

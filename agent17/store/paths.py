@@ -14,14 +14,17 @@ no state file can live in at all is `unsafe_store_path`.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
 from pathlib import Path
-from typing import Final
 
 from agent17.domain import ErrorCode, TaskError
-from agent17.store.file_failures import NOT_OPENED, RefusalFactory, os_failure
+from agent17.store.file_failures import (
+    NOT_OPENED,
+    UNUSABLE_PATH_ERRNOS,
+    RefusalFactory,
+    os_failure,
+)
 
 __all__ = ["RefusalFactory"]  # defined beside the failures, used by every store through here
 
@@ -30,10 +33,6 @@ TASK_DB_NAME = "tasks.sqlite3"
 WAL_OWNER_SUFFIX = "-wal-owner"
 SQLITE_SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal", WAL_OWNER_SUFFIX)
 """The files beside a state file that are written with it: SQLite's, and agent17's record."""
-
-# Path errors that mean "no state file can live there", as opposed to the
-# environment refusing us (permissions, a full or read-only disk).
-_UNUSABLE_PATH_ERRNOS: Final = frozenset({errno.ENOTDIR, errno.ENAMETOOLONG, errno.ELOOP})
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -127,7 +126,7 @@ def safe_state_file(
         for suffix in SQLITE_SIDECAR_SUFFIXES:
             check_state_file(path.with_name(name + suffix), root, refusal)
     except OSError as error:
-        if error.errno in _UNUSABLE_PATH_ERRNOS:
+        if error.errno in UNUSABLE_PATH_ERRNOS:
             raise refusal(
                 ErrorCode.UNSAFE_STORE_PATH,
                 f"no state file can live in {text!r}: {error.strerror}",
