@@ -58,12 +58,12 @@ from typing import Final, TypeVar
 
 from agent17.domain import ErrorCode, Refusal
 from agent17.store.file_failures import (
-    COMMIT_UNKNOWN,
     NOT_OPENED,
     NOTHING_CHANGED,
     os_failure,
     read_failure,
     sqlite_failure,
+    transaction_failure,
 )
 from agent17.store.paths import RefusalFactory, check_state_file, safe_state_file
 from agent17.store.wal_owner import record_owner, refuse_foreign_journals
@@ -77,9 +77,6 @@ _UNREADABLE_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOT
 # What Python's sqlite3 says (no SQLite code) when a TEXT value is not UTF-8:
 # a row written by hand, since every value we bind is valid UTF-8.
 _UNDECODABLE_TEXT: Final = "Could not decode to UTF-8"
-# An I/O error on COMMIT may come after the commit frame was written: a later
-# opener's recovery can still find it, so its outcome is unknown.
-_IOERR: Final = sqlite3.SQLITE_IOERR
 
 _LOCK_KEY: Final = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 
@@ -361,21 +358,10 @@ class StateDatabase:
                         continue
                 if isinstance(error, sqlite3.DatabaseError) and _is_unreadable(error):
                     raise self._unreadable(error) from None
-                failure = self._unavailable(error, committing)
+                failure = transaction_failure(self._refusal, self.path, error, committing)
                 if failure is not None:
                     raise failure from None
                 raise
-
-    def _unavailable(self, error: BaseException, committing: bool) -> Refusal | None:
-        """`store_unavailable` for a failure of the machine during a transaction, else None."""
-        if isinstance(error, OSError):  # the identity check's lstat
-            return os_failure(self._refusal, self.path, error, NOTHING_CHANGED)
-        if not isinstance(error, sqlite3.Error):
-            return None
-        code = getattr(error, "sqlite_errorcode", None) or 0
-        unknown = committing and code & 0xFF == _IOERR
-        outcome = COMMIT_UNKNOWN if unknown else NOTHING_CHANGED
-        return sqlite_failure(self._refusal, self.path, error, outcome)
 
     def _check_identity(self) -> None:
         """Refuse to go on if the state folder or the file is no longer the one opened.

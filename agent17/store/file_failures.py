@@ -135,6 +135,21 @@ def sqlite_failure(
     )
 
 
+def transaction_failure(
+    refusal: RefusalFactory, path: Path, error: BaseException, committing: bool
+) -> Refusal | None:
+    """The refusal for a failure of the machine during a transaction on `path`, else None."""
+    if isinstance(error, OSError):  # the identity check's lstat
+        return os_failure(refusal, path, error, NOTHING_CHANGED)
+    if not isinstance(error, sqlite3.Error):
+        return None
+    code = getattr(error, "sqlite_errorcode", None) or 0
+    # An I/O error on COMMIT may come after the commit frame was written: a later
+    # opener's recovery can still find it, so its outcome is unknown.
+    unknown = committing and code & 0xFF == sqlite3.SQLITE_IOERR
+    return sqlite_failure(refusal, path, error, COMMIT_UNKNOWN if unknown else NOTHING_CHANGED)
+
+
 def _access_problem(path: Path) -> tuple[str, str] | None:
     """Why this process may not write `path`, as the OS sees it; None if it cannot tell."""
     folder = path.parent
