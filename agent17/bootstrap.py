@@ -161,7 +161,7 @@ class TeamSettings:
     persistent_audit: bool = True
     max_turns: int = 12
     lead_name: str = DEFAULT_LEAD_NAME
-    store: str | None = None
+    store: str | None = field(default=None, repr=False)  # a URL may hold a password
     """Where the board and mailbox live: None, the workspace's SQLite files; or a
     `postgresql://` URL (the workspace stays the teammates' working directory)."""
     watch_shared_state: bool = False

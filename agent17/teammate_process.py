@@ -38,7 +38,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -75,8 +75,8 @@ class TeammateConfig:
     lease_seconds: float
     work_seconds: float
     start_gate: Path | None
-    environ: Mapping[str, str]
-    store: str | None = None
+    environ: Mapping[str, str] = field(repr=False)  # the whole environment: keys and passwords
+    store: str | None = field(default=None, repr=False)  # a URL may hold a password
     """None: the workspace's SQLite files; a `postgresql://` URL: that database."""
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 import openai
@@ -46,8 +46,8 @@ class OpenAIConfig:
     """Validated settings for the real model."""
 
     model: str
-    api_key: str | None
-    base_url: str | None
+    api_key: str | None = field(repr=False)  # a repr is printed, logged, shown in a traceback
+    base_url: str | None = None
 
 
 def validate_openai_environment(environ: Mapping[str, str]) -> OpenAIConfig:

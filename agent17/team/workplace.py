@@ -75,8 +75,8 @@ class StoreLocation:
         try:
             parts = urllib.parse.urlsplit(self.url)
             password = parts.password
-        except ValueError:  # libpq reads URLs urllib cannot split: leave them whole
-            return self.url, {}
+        except ValueError:
+            return self._rebuilt_for_a_child()
         query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
         in_query = [value for key, value in query if key == "password"]
         if password is None and not in_query:
@@ -91,6 +91,21 @@ class StoreLocation:
         # libpq: a password in the URL itself wins over PGPASSWORD; the query's over the userinfo's.
         secret = in_query[-1] if in_query else urllib.parse.unquote(password or "")
         return url, {"PGPASSWORD": secret}
+
+    def _rebuilt_for_a_child(self) -> tuple[str, dict[str, str]]:
+        # libpq reads URLs that urllib cannot split (`user:p]w@host`): libpq's own parser
+        # takes it apart, and every setting but the password goes into the query of a
+        # URL with no userinfo, which libpq reads the same way.
+        assert self.url is not None
+        settings = import_driver().conninfo.conninfo_to_dict(self.url)
+        secret = settings.pop("password", None)
+        if secret is None:
+            return self.url, {}
+        query = urllib.parse.urlencode(sorted((k, str(v)) for k, v in settings.items()))
+        return f"postgresql://?{query}", {"PGPASSWORD": str(secret)}
+
+    def __repr__(self) -> str:
+        return f"StoreLocation({self.shown()!r})" if self.url is not None else "StoreLocation()"
 
     def board_command(self, workspace: Path) -> str:
         """The `agent17 board` command line that shows this board."""

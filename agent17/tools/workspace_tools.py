@@ -19,9 +19,11 @@ name too long, a permission) is a refusal with a code, never a crash of the run.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import stat
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any, Final
@@ -77,6 +79,24 @@ def tool_environment(workspace: Path, environ: Mapping[str, str]) -> dict[str, s
     return {**kept, "HOME": str(workspace)}
 
 
+_PR_SET_DUMPABLE: Final = 4
+
+
+def hide_own_environment() -> bool:
+    """Make this process's /proc files unreadable to its own user's other processes (Linux).
+
+    A command's environment is clean, but it runs as the teammate's user, and that
+    user may read `/proc/<teammate pid>/environ` (the key and the password in full)
+    unless the process is not "dumpable". Cleared before every command (one system
+    call); the cost is that a debugger of the same user cannot attach either.
+    Returns whether it could (True on Linux).
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return bool(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
+
+
 def _read_text(file: IO[bytes], limit: int) -> str:
     """A regular file's text as `truncate_output(text, limit)` shows it, in bounded memory.
 
@@ -117,6 +137,7 @@ def workspace_tool_definitions(
     root = confined.root
 
     def shell(args: ShellInput, context: ToolContext) -> dict[str, Any]:
+        hide_own_environment()
         try:
             completed = subprocess.run(
                 args.command,
