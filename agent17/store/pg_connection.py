@@ -14,7 +14,8 @@ the same way:
    to read one that exists), or the one there checked, in one transaction
    (`pg_schema.open_schema`).
 
-Every later operation goes through `transaction()`: BEGIN, the work, COMMIT,
+Every later operation goes through `transaction()`: BEGIN (always at READ
+COMMITTED, whatever the session's default), the work, COMMIT,
 with BEGIN and everything after it inside one `try` that rolls back on any
 BaseException (a Ctrl-C included). A connection the server dropped between
 two operations (a restart, `pg_terminate_backend`, a network blip) is found by
@@ -25,7 +26,9 @@ not retried: the server rolls the transaction back, and the caller gets
 that its outcome is unknown, with an `OutcomeUnknown` cause: the board store
 then looks a claim up in its token history). A Ctrl-C while a statement runs is cancelled in the
 server by psycopg; a connection left in any state but idle or idle in a
-transaction is discarded rather than reused.
+transaction is discarded rather than reused. A transaction the server aborted
+to break a deadlock or a serialization conflict kept nothing, so it runs again, a
+few times with a random pause; then `store_unavailable`, nothing changed.
 
 The driver is imported when a database is first opened, never at import time,
 so `import agent17` works without the `postgres` extra.
@@ -33,6 +36,7 @@ so `import agent17` works without the `postgres` extra.
 
 from __future__ import annotations
 
+import random
 import re
 import threading
 import time
@@ -45,6 +49,7 @@ from agent17.domain import ErrorCode, Refusal
 from agent17.store.paths import RefusalFactory
 from agent17.store.pg_schema import PgSchema, open_schema
 from agent17.store.pg_transaction import (
+    Conflict,
     ConnectionLost,
     ConstraintViolation,
     OutcomeUnknown,
@@ -65,6 +70,10 @@ IDLE_IN_TRANSACTION_SECONDS: Final = 60.0
 RECONNECT_SECONDS: Final = 10.0
 """How long a replaced connection keeps trying (a restarting server needs a moment)."""
 CONNECT_TIMEOUT_SECONDS: Final = 10
+CONFLICT_RETRIES: Final = 5
+"""How often a transaction the server aborted for a deadlock or conflict runs again."""
+CONFLICT_PAUSE_SECONDS: Final = 0.01
+"""The longest first pause before it does (doubled each time, randomised: no lock step)."""
 # Over TCP, a peer that vanished (a host powered off, a network partition) says
 # nothing: without keepalives its session, with its locks, would live until the
 # kernel gives up on the socket, which takes hours. With these each side notices
@@ -85,8 +94,10 @@ SERVER_KEEPALIVES: Final = {
     "tcp_keepalives_count": str(KEEPALIVE_COUNT),
 }
 
-# SQLSTATEs: the lock timeout, a cancelled statement, objects that vanished under us.
+# SQLSTATEs: the lock timeout, a cancelled statement, objects that vanished under us,
+# and the server aborting a transaction to let another go on (serialization, deadlock).
 _LOCK_NOT_AVAILABLE: Final = "55P03"
+_CONFLICTS: Final = frozenset({"40001", "40P01"})
 _QUERY_CANCELED: Final = "57014"
 _VANISHED: Final = frozenset({"42P01", "3F000", "42883", "42703"})
 # The server refusing this session what it asked for, whatever the SQL: no privilege,
@@ -215,10 +226,22 @@ class PgDatabase:
             else:
                 try:
                     self._configure(connection)
-                except self.driver.OperationalError as error:
+                except self.driver.Error as error:
+                    lost = connection.broken or connection.closed
+                    connection.close()
+                    if not lost:
+                        # The server refused a setting, or cancelled it (a tiny
+                        # statement_timeout): asking again would get the same answer.
+                        raise self._refusal(
+                            STORE_UNAVAILABLE,
+                            redact(
+                                f"{self.where} refused the session's settings"
+                                f" ({_first_line(error)}); nothing was changed",
+                                self._dsn,
+                            ),
+                        ) from None
                     # Dropped right after it was let in (a server going down, a
                     # terminated backend): the same as a refused connect.
-                    connection.close()
                     failure = (
                         f"the connection to {self.where} was lost while it was being set up:"
                         f" {_first_line(error)}"
@@ -239,6 +262,9 @@ class PgDatabase:
             "TimeZone": "UTC",
             "lock_timeout": f"{LOCK_TIMEOUT_SECONDS * 1000:.0f}ms",
             "idle_in_transaction_session_timeout": f"{IDLE_IN_TRANSACTION_SECONDS:.0f}s",
+            # Every BEGIN says READ COMMITTED; this is for the statements a dedicated
+            # session (a name's lock, a LISTEN) runs outside one.
+            "default_transaction_isolation": "read committed",
         }
         if connection.info.server_version >= 140000:
             settings["client_connection_check_interval"] = "1000ms"
@@ -277,7 +303,9 @@ class PgDatabase:
         self, operation: Callable[[PgTransaction], T], *, retry: bool, opening: str | None = None
     ) -> T:
         with self._lock:
-            for attempt in (1, 2):
+            reconnected = False
+            conflicts = 0
+            while True:
                 # Backstop: an interrupt that escaped the clean-up below (a third signal
                 # between its retries) may have left the last transaction open.
                 self._settle()
@@ -302,15 +330,27 @@ class PgDatabase:
                             break
                         except BaseException:
                             continue
+                    if isinstance(error, Conflict):
+                        if conflicts == CONFLICT_RETRIES:
+                            raise self._refusal(
+                                STORE_UNAVAILABLE,
+                                f"{self.where} aborted the operation {conflicts + 1} times to"
+                                f" let others go on ({error}); each time it was rolled back,"
+                                " nothing was changed",
+                            ) from None
+                        conflicts += 1
+                        # Random, so the transactions that collided do not collide again.
+                        time.sleep(random.uniform(0, CONFLICT_PAUSE_SECONDS * 2**conflicts))
+                        continue
                     if not isinstance(error, ConnectionLost):
                         raise
                     if tx.commit_sent:
                         # The cause says so, for a caller that can find out what happened.
                         raise self._lost(tx, error) from OutcomeUnknown(str(error))
-                    if tx.began or not retry or attempt == 2:
+                    if tx.began or not retry or reconnected:
                         raise self._lost(tx, error) from None
                     # Dropped between operations: nothing was sent for this one yet.
-        raise AssertionError("unreachable")
+                    reconnected = True
 
     def _lost(self, tx: PgTransaction, lost: ConnectionLost) -> Refusal:
         if tx.commit_sent:
@@ -352,6 +392,9 @@ class PgDatabase:
         if isinstance(error, driver.IntegrityError):
             return ConstraintViolation(error.diag.constraint_name, _first_line(error))
         state = getattr(error, "sqlstate", None)
+        if state in _CONFLICTS:
+            # Even at COMMIT: the server answers it with this error only after rolling back.
+            return Conflict(_first_line(error))
         if state == _LOCK_NOT_AVAILABLE:
             return self._refusal(
                 STORE_UNAVAILABLE,

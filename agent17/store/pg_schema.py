@@ -136,7 +136,11 @@ def _verify(
             row = tx.execute(
                 f"SELECT value FROM {schema.metadata_table} WHERE key = 'schema_version'"
             ).fetchone()
-    except (tx.driver_error, Refusal, ConstraintViolation):  # that name, but not ours
+    except Refusal as refused:
+        if refused.code == ErrorCode.STORE_UNAVAILABLE:
+            raise  # the server refused or cancelled the read: it says nothing of the table
+        row = ("unreadable",)  # that name, but not ours (a column missing, ...)
+    except (tx.driver_error, ConstraintViolation):  # that name, but not ours
         row = ("unreadable",)
     version = None if row is None else row[0]
     if version != schema.version:

@@ -2,7 +2,8 @@
 
 Used through `PgDatabase.transaction()` only (pg_connection.py), which begins,
 commits and cleans up; the driver's errors come out of `execute` already
-translated (a lost connection, a named constraint, a refusal with a code).
+translated (a lost connection, a named constraint, a conflict the server broke
+by aborting the transaction, a refusal with a code).
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ Row = tuple[Any, ...]
 Translate = Callable[[Exception, "psycopg.Connection[Row]"], Exception]
 
 _WRITES: Final = frozenset({"INSERT", "UPDATE", "DELETE"})
+# Said at every BEGIN, never left to a default: the board and the mailbox queue their
+# writers on an advisory lock, and only READ COMMITTED lets each statement after the
+# lock see the commits made before it was granted. A stricter level (a database's or
+# a role's default, a URL's `options`) reads a snapshot from before the lock wait and
+# fails with serialization errors instead.
+BEGIN: Final = "BEGIN ISOLATION LEVEL READ COMMITTED"
 
 
 class ConstraintViolation(Exception):
@@ -31,6 +38,13 @@ class ConstraintViolation(Exception):
 
 class ConnectionLost(Exception):
     """The connection died under a statement (becomes a retry or a refusal, never escapes)."""
+
+
+class Conflict(Exception):
+    """The server aborted the transaction to break a deadlock or a serialization conflict.
+
+    Nothing of it was kept, so it can run again from the start (pg_connection retries it).
+    """
 
 
 class OutcomeUnknown(Exception):
@@ -57,7 +71,7 @@ class PgTransaction:
 
     def begin(self, opening: str | None = None) -> None:
         """BEGIN, and `opening` with it in one message (simple query: no parameters)."""
-        cursor = self._send("BEGIN" if opening is None else f"BEGIN; {opening}")
+        cursor = self._send(BEGIN if opening is None else f"{BEGIN}; {opening}")
         self.began = True
         if opening is not None:
             cursor.nextset()  # past BEGIN's empty result
@@ -101,6 +115,12 @@ class _Savepoint:
         self._tx.execute(f"SAVEPOINT {self._name}")
 
     def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is not None and not issubclass(kind, Exception):
+            # An interrupt (Ctrl-C, SystemExit) may have landed inside a libpq call: the
+            # connection's state is unknown, and a ROLLBACK TO SAVEPOINT on it could fail
+            # ("another command is already in progress") and hide the interrupt. The
+            # transaction's own clean-up drops the whole transaction, or the connection.
+            return
         if kind is not None or self._rollback:
             self._tx.execute(f"ROLLBACK TO SAVEPOINT {self._name}")
         self._tx.execute(f"RELEASE SAVEPOINT {self._name}")

@@ -17,8 +17,10 @@ The contract is SqliteTaskStore's (API.md); what the engine changes, and why:
   says claim_next takes exactly the first ready task in creation order. Not
   SERIALIZABLE (claims would fail and retry by the thousand) and not LOCK TABLE
   (it queues behind autovacuum).
-- Isolation: READ COMMITTED. Each statement after the lock sees every commit
-  made before the lock was granted; nothing else is needed once writers queue.
+- Isolation: READ COMMITTED, said at every BEGIN whatever default the
+  database, the role or the URL's options set. Each statement after the lock
+  sees every commit made before the lock was granted; nothing else is needed
+  once writers queue (a stricter level would read from before the lock wait).
 - One clock: the injected clock, read once the lock is held; without one, the
   server's `clock_timestamp()`, read in the statement that takes the lock and
   after it (never `now()`, the transaction's start, which is before the lock
