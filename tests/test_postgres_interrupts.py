@@ -2,11 +2,14 @@
 
 The open connects, configures the session and checks the schema (inside a
 transaction, with savepoints). An interrupt inside a libpq call leaves the
-connection in a state nobody knows, so nothing may be sent on it again (a
+connection in a state nobody knows, so no savepoint may be rolled back on it:
+the transaction's clean-up rolls it back whole or drops the connection. (A
 ROLLBACK TO SAVEPOINT there failed with "another command is already in
-progress" and hid the interrupt). A child process opens a board again and again
-while a SIGINT lands at moments that sweep the whole open; the CLI is stopped
-while it provably waits inside the check, on a lock the test holds.
+progress", or was read as a foreign version table, and hid the interrupt.)
+
+A child process opens a board again and again while a SIGINT lands at moments
+that sweep the whole open; the CLI is stopped while it provably waits inside
+the check, on a lock the test holds.
 """
 
 from __future__ import annotations
