@@ -27,9 +27,9 @@ from agent17.agent.openai_model import ConfigurationError, OpenAIModel, validate
 from agent17.agent.permissions import terminal_approver
 from agent17.bootstrap import Team, TeamSettings, build_team
 from agent17.domain import Refusal
+from agent17.team.plans import PlanStatus
 from agent17.team.protocol import (
     Delivery,
-    PlanStatus,
     PlanSubmission,
     ShutdownResponse,
     TextMessage,

@@ -297,7 +297,8 @@ def test_run_shows_submitted_plans_to_the_lead_whose_approval_opens_the_gate(
     tmp_path: Path,
 ) -> None:
     from agent17.team.mailbox import Mailbox
-    from agent17.team.protocol import PlanStatus, TeamProtocol
+    from agent17.team.plans import PlanStatus
+    from agent17.team.protocol import TeamProtocol
 
     with running_chat_server(_planning_team_responder()) as server:
         env = _environment_without_openai() | {"OPENAI_BASE_URL": server.url}

@@ -133,7 +133,6 @@ def _reads(mailbox: TeamMailbox, sequence: int, damaged: Damage) -> dict[str, Ca
         reads["ack"] = lambda: mailbox.ack(_naming(sequence))
     if damaged.state == "queued":  # the oldest queued message: what a claim takes next
         reads["claim"] = lambda: mailbox.claim("alice")
-        reads["receive_all"] = lambda: TeamProtocol(mailbox).receive_all("alice")
     if damaged.state == "claimed":  # what a restarting teammate puts back
         reads["requeue_unacked"] = lambda: mailbox.requeue_unacked("alice")
     return reads
@@ -326,6 +325,27 @@ def test_a_teammate_sets_damaged_rows_aside_tells_the_lead_once_and_handles_the_
         assert len(raw_dead_letters(place)) == 2
         again.leave()
     assert place.integrity_problems() == []
+
+
+def test_the_leads_inbox_sets_a_damaged_row_aside_once_and_delivers_the_rest(
+    place: TeamPlace,
+) -> None:
+    mailbox = place.mailbox()
+    damaged = plant(place, good(recipient="lead", sender="alice", deliveries=-5))
+    mailbox.send("lead", sender="alice", kind="text", body='{"content": "behind it"}')
+    protocol = TeamProtocol(mailbox)
+
+    inbox = protocol.receive_all("lead")
+
+    assert [None if d.error is None else d.error.code for d in inbox] == [
+        "damaged_message",
+        None,
+    ]
+    assert inbox[0].envelope.sequence == damaged and inbox[0].message is None
+    assert inbox[1].message == TextMessage(content="behind it")
+    assert protocol.receive_all("lead") == []  # reported once
+    assert [row["sequence"] for row in raw_dead_letters(place)] == [_raw_int(place, damaged)]
+    mailbox.close()
 
 
 def _raw_int(place: TeamPlace, value: int) -> Any:

@@ -14,10 +14,10 @@ from team_fixtures import request_id
 
 from agent17.deterministic import uuid_sequence
 from agent17.team.mailbox import Envelope, MailboxError, MessageState
+from agent17.team.plans import PlanStatus
 from agent17.team.protocol import (
     MessageKind,
     PlanResponse,
-    PlanStatus,
     PlanSubmission,
     ProtocolError,
     ProtocolMessage,

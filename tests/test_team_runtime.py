@@ -13,7 +13,8 @@ from team_fixtures import Team, lead_context, request_id, team
 
 from agent17 import TaskStatus, ToolContext, WorkStealingRuntime
 from agent17.team.mailbox import Mailbox
-from agent17.team.protocol import PlanStatus, ShutdownResponse, TeamProtocol, TextMessage
+from agent17.team.plans import PlanStatus
+from agent17.team.protocol import ShutdownResponse, TeamProtocol, TextMessage
 from agent17.team.runtime import TeamError, TeammateRuntime, TeammateStateError
 from agent17.team.sleepers import EventSleeper, ManualSleeper, ScriptedSleeper, SleepCall
 from agent17.team.teammate import TickKind

@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar, Final, cast
+from typing import ClassVar, Final, cast
 
 from pydantic import ValidationError
 
@@ -23,18 +23,29 @@ from agent17.domain import (
     IdFactory,
     Refusal,
     is_canonical_uuid,
-    name_problem,
-    preview,
     text_problem,
 )
 from agent17.inputs import StrictInput, Text, Uuid, describe_validation_error
 from agent17.team.mailbox import (
+    DamagedMessage,
     Envelope,
     MailboxError,
     MailboxTransaction,
+    MessageState,
     SqlRunner,
     TeamMailbox,
     require_name,
+)
+from agent17.team.message_rows import DeadLetter
+from agent17.team.plans import (
+    DAMAGED_PLAN,
+    PLAN_COLUMNS,
+    PlanDecision,
+    PlanRecord,
+    PlanStatus,
+    latest_plan,
+    plan_by_request,
+    plan_from_row,
 )
 
 DEFAULT_LEAD_NAME: Final = "lead"
@@ -180,34 +191,6 @@ def route_teammate_message(envelope: Envelope, *, lead_name: str) -> Routed:
     )
 
 
-class PlanStatus(StrEnum):
-    """Where a submitted plan stands."""
-
-    PENDING = "pending"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-
-
-@dataclass(frozen=True, slots=True)
-class PlanRecord:
-    """One submitted plan and the Lead's verdict so far."""
-
-    request_id: str
-    agent: str
-    plan: Text
-    status: PlanStatus
-    feedback: str
-
-
-@dataclass(frozen=True, slots=True)
-class PlanDecision:
-    """What a PlanResponse did: `applied`, or why the gate was left unchanged."""
-
-    applied: bool
-    reason: str
-    plan: PlanRecord | None
-
-
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """One message taken from an inbox: the envelope and its typed message or decoding error."""
@@ -215,53 +198,6 @@ class Delivery:
     envelope: Envelope
     message: ProtocolMessage | None
     error: ProtocolError | None
-
-
-_PLAN_COLUMNS: Final = "request_id, agent, plan, status, feedback"
-DAMAGED_PLAN: Final = "damaged_plan"
-
-
-def _plan_problem(row: Any) -> str | None:
-    request_id, agent, plan, status, feedback = row
-    if not is_canonical_uuid(request_id):
-        return f"its request id is {preview(request_id)}"
-    for what, problem in (
-        ("agent", name_problem(agent)),
-        ("plan", text_problem(plan, required=True)),
-        ("feedback", text_problem(feedback)),
-    ):
-        if problem is not None:
-            return f"its {what} {problem}"
-    if not isinstance(status, str) or status not in {known.value for known in PlanStatus}:
-        return f"its status is {preview(status)}"
-    return None
-
-
-def _plan(row: Any) -> PlanRecord:
-    problem = _plan_problem(row)
-    if problem is not None:
-        raise MailboxError(
-            DAMAGED_PLAN,
-            f"a stored plan is damaged: {problem}. No mailbox writes such a row (it was"
-            " written by hand); the plan gate stays closed",
-        )
-    request_id, agent, plan, status, feedback = row
-    return PlanRecord(request_id, agent, plan, PlanStatus(status), feedback)
-
-
-def _latest_plan(connection: SqlRunner, agent: str) -> PlanRecord | None:
-    row = connection.execute(
-        f"SELECT {_PLAN_COLUMNS} FROM plans WHERE agent = ? ORDER BY sequence DESC LIMIT 1",
-        (agent,),
-    ).fetchone()
-    return None if row is None else _plan(row)
-
-
-def _plan_by_request(connection: SqlRunner, request_id: str) -> PlanRecord | None:
-    row = connection.execute(
-        f"SELECT {_PLAN_COLUMNS} FROM plans WHERE request_id = ?", (request_id,)
-    ).fetchone()
-    return None if row is None else _plan(row)
 
 
 def _random_request_id() -> str:
@@ -369,10 +305,10 @@ class TeamProtocol:
             ) from None
 
         def review(handle: MailboxTransaction) -> None:
-            plan = _plan_by_request(handle.connection, request_id)
+            plan = plan_by_request(handle.connection, request_id)
             if plan is None:
                 raise ProtocolError("unknown_plan_request", f"no plan with request id {request_id}")
-            latest = _latest_plan(handle.connection, plan.agent)
+            latest = latest_plan(handle.connection, plan.agent)
             if latest is None or latest.request_id != request_id:
                 raise ProtocolError(
                     "stale_plan_request", f"{plan.agent} has submitted a newer plan since"
@@ -394,12 +330,12 @@ class TeamProtocol:
         """Latest plans that are pending with no verdict yet, oldest first (the Lead's queue)."""
         rows = self.mailbox.snapshot(
             lambda connection: connection.execute(
-                f"SELECT {_PLAN_COLUMNS} FROM plans AS p WHERE verdict IS NULL"
+                f"SELECT {PLAN_COLUMNS} FROM plans AS p WHERE verdict IS NULL"
                 " AND status = 'pending' AND sequence ="
                 " (SELECT max(sequence) FROM plans WHERE agent = p.agent) ORDER BY sequence"
             ).fetchall()
         )
-        return [_plan(row) for row in rows]
+        return [plan_from_row(row) for row in rows]
 
     def apply_plan_response(
         self, name: str, envelope: Envelope, response: PlanResponse
@@ -418,12 +354,12 @@ class TeamProtocol:
         return self.mailbox.transaction(apply)
 
     def _decide(self, connection: SqlRunner, name: str, response: PlanResponse) -> PlanDecision:
-        plan = _plan_by_request(connection, response.request_id)
+        plan = plan_by_request(connection, response.request_id)
         if plan is None:
             return PlanDecision(False, "unknown_request", None)
         if plan.agent != name:
             return PlanDecision(False, "not_your_plan", plan)
-        latest = _latest_plan(connection, name)
+        latest = latest_plan(connection, name)
         if latest is None or latest.request_id != plan.request_id:
             return PlanDecision(False, "stale_request", plan)
         if plan.status is not PlanStatus.PENDING:
@@ -439,16 +375,16 @@ class TeamProtocol:
     def latest_plan(self, name: str) -> PlanRecord | None:
         """`name`'s most recent plan, or None if it never submitted one."""
         require_name(name, "sender")  # a plan's author is the sender of its submission
-        return self.mailbox.snapshot(lambda connection: _latest_plan(connection, name))
+        return self.mailbox.snapshot(lambda connection: latest_plan(connection, name))
 
     def plans(self) -> list[PlanRecord]:
         """Every submitted plan, oldest first."""
         rows = self.mailbox.snapshot(
             lambda connection: connection.execute(
-                f"SELECT {_PLAN_COLUMNS} FROM plans ORDER BY sequence"
+                f"SELECT {PLAN_COLUMNS} FROM plans ORDER BY sequence"
             ).fetchall()
         )
-        return [_plan(row) for row in rows]
+        return [plan_from_row(row) for row in rows]
 
     def plan_allows_effectful(self, name: str) -> bool:
         """True if `name` has no plan or its latest plan is approved; pending/rejected block.
@@ -468,9 +404,22 @@ class TeamProtocol:
         return route_teammate_message(envelope, lead_name=self.lead_name)
 
     def receive_all(self, recipient: str) -> list[Delivery]:
-        """Claim, decode and ack every queued message of `recipient` (the Lead's inbox)."""
+        """Claim, decode and ack every queued message of `recipient` (the Lead's inbox).
+
+        A damaged row is set aside as a teammate's is (its dead letter), and comes back
+        as an unreadable delivery once, so the Lead hears of it and is not stopped by it.
+        """
         deliveries: list[Delivery] = []
-        while (envelope := self.mailbox.claim(recipient)) is not None:
+        while True:
+            try:
+                envelope = self.mailbox.claim(recipient)
+            except DamagedMessage:
+                deliveries += [
+                    _dead_delivery(letter) for letter in self.mailbox.set_aside_damaged(recipient)
+                ]
+                continue
+            if envelope is None:
+                break
             try:
                 delivery = Delivery(envelope, decode_message(envelope.kind, envelope.body), None)
             except ProtocolError as error:
@@ -478,6 +427,17 @@ class TeamProtocol:
             self.mailbox.ack(envelope)
             deliveries.append(delivery)
         return deliveries
+
+
+def _dead_delivery(letter: DeadLetter) -> Delivery:
+    # What is known of a row that broke the rules; nothing of it is delivered as a message.
+    envelope = Envelope(
+        letter.sequence, letter.recipient, letter.sender or "?", "", "", MessageState.ACKED, 0
+    )
+    error = ProtocolError(
+        "damaged_message", f"message {letter.sequence} was set aside: {letter.reason}"
+    )
+    return Delivery(envelope, None, error)
 
 
 def _require_content(text: str, what: str) -> None:

@@ -33,7 +33,7 @@ from agent17.agent.permissions import ApprovalRequest
 from agent17.claims import ToolContext
 from agent17.deterministic import ManualClock
 from agent17.domain import EventKind, TaskStatus, utc_now
-from agent17.team.protocol import PlanRecord, PlanStatus
+from agent17.team.plans import PlanRecord, PlanStatus
 from agent17.team.teammate import TickOutcome
 from agent17.tools.base import describe_result
 from agent17.viz.approvals import ButtonApprover, TickJob, describe_request
