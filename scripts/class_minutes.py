@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""How long the class takes, read along at a class's pace.
+
+    .venv/bin/python scripts/class_minutes.py            # table for notebooks/ and notebooks/extra/
+    .venv/bin/python scripts/class_minutes.py --check    # exit 1: the core class is over 90 min
+    .venv/bin/python scripts/class_minutes.py --json     # the same numbers, for tools
+    .venv/bin/python scripts/class_minutes.py A.ipynb    # only these notebooks
+
+The rules (API.md, "Course layout"), made precise so two people get one number:
+
+- Cells tagged `optional` or `homework` (Jupyter cell metadata `tags`) are not
+  part of the class and count nothing. Every other cell counts, including cells
+  tagged `reveal`: the class does read the answer to its prediction, so leaving
+  it out would make the estimate too kind. Other tags (`needs-processes`, ...)
+  change nothing.
+- Prose: the words of markdown cells at 200 a minute. Fenced code blocks
+  (```) and indented code inside markdown are read as code. Link targets,
+  images and HTML tags are not words; their visible text is.
+- Code: the words (whitespace-separated tokens) of code cells at 150 a minute.
+- Text outputs: at 300 words a minute. A stream's text, an error's name and
+  message, and a result's `text/html` (tags removed) or else `text/plain`.
+  An output that carries a picture (`image/*`) or a widget
+  (`application/vnd.jupyter.widget-view+json`) is free, its text fallback too.
+- A prediction: a line of a markdown cell that starts with `**Predict` (after
+  leading spaces and an optional heading mark), one minute each; write one
+  prediction per such line (`**Predict:** ...`), its answer in a later cell
+  tagged `reveal`.
+- An exercise check: a code cell that calls `check(...)` or `check_quiz(...)`
+  (a plain name or an attribute, e.g. `exercises.check(...)`), four minutes per
+  such cell however many calls it holds.
+- Each notebook's minutes are rounded up to a whole minute; the core total is
+  the sum of the rounded minutes of the notebooks directly in `notebooks/`
+  (not `notebooks/extra/`), so the table adds up.
+
+Exit status: 0 fine, 1 over the limit with --check, 2 bad input (a missing or
+unreadable notebook), with a one-line `class_minutes: <code>: ...` message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import html
+import json
+import math
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+PROSE_WPM = 200
+CODE_WPM = 150
+OUTPUT_WPM = 300
+PREDICTION_MINUTES = 1
+CHECK_MINUTES = 4
+LIMIT_MINUTES = 90
+EXCLUDED_TAGS = frozenset({"optional", "homework"})
+CHECK_FUNCTIONS = frozenset({"check", "check_quiz"})
+FREE_MIME_PREFIXES = ("image/", "application/vnd.jupyter.widget-view+json")
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+
+
+class EstimateError(Exception):
+    """Bad input, with a stable code (`missing_notebook`, `bad_notebook`)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Estimate:
+    notebook: str
+    prose_words: int
+    code_words: int
+    output_words: int
+    predictions: int
+    checks: int
+    exact_minutes: float
+    minutes: int
+
+
+_FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.MULTILINE | re.DOTALL)
+_INDENTED = re.compile(r"^(?: {4}|\t)\S.*$", re.MULTILINE)
+_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_HTML_IMG = re.compile(r"<img\b[^>]*>", re.IGNORECASE)
+_TAG = re.compile(r"<[^>]+>")
+_PREDICT = re.compile(r"^[ \t]*(?:#+[ \t]*)?\*\*Predict", re.MULTILINE)
+_MAGIC = re.compile(r"^\s*[%!].*$", re.MULTILINE)
+
+
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def _source(cell: dict[str, Any]) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def _text(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def split_markdown(text: str) -> tuple[int, int]:
+    """(prose words, code words) of one markdown cell."""
+    code_words = 0
+    for pattern in (_FENCE, _INDENTED):
+        code_words += sum(_words(match.group(0)) for match in pattern.finditer(text))
+        text = pattern.sub(" ", text)
+    text = _IMAGE.sub(" ", text)
+    text = _HTML_IMG.sub(" ", text)
+    text = _LINK.sub(r"\1", text)
+    text = html.unescape(_TAG.sub(" ", text))
+    # Markdown punctuation that stands alone (table rules, list bullets) is not a word.
+    prose = [w for w in text.split() if re.search(r"\w", w)]
+    return len(prose), code_words
+
+
+def output_words(output: dict[str, Any]) -> int:
+    """The words a class reads in one output; pictures and widgets are free."""
+    kind = output.get("output_type")
+    if kind == "stream":
+        return _words(_text(output.get("text", "")))
+    if kind == "error":
+        return _words(f"{output.get('ename', '')} {output.get('evalue', '')}")
+    data = output.get("data", {})
+    if not isinstance(data, dict):
+        return 0
+    if any(mime.startswith(FREE_MIME_PREFIXES) for mime in data):
+        return 0
+    if "text/html" in data:
+        return _words(html.unescape(_TAG.sub(" ", _text(data["text/html"]))))
+    if "text/plain" in data:
+        return _words(_text(data["text/plain"]))
+    return 0
+
+
+def calls_check(code: str) -> bool:
+    """Whether a code cell calls `check(...)` or `check_quiz(...)`."""
+    try:
+        tree = ast.parse(_MAGIC.sub("", code))
+    except SyntaxError:
+        # A cell that does not parse (rare: cell magics) still says what it calls.
+        return re.search(r"(?<![\w.])(?:\w+\.)?(?:check|check_quiz)\s*\(", code) is not None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+            if name in CHECK_FUNCTIONS:
+                return True
+    return False
+
+
+def counted(cell: dict[str, Any]) -> bool:
+    tags = cell.get("metadata", {}).get("tags", [])
+    return not EXCLUDED_TAGS.intersection(tags)
+
+
+def estimate_cells(name: str, cells: Iterable[dict[str, Any]]) -> Estimate:
+    prose = code = outputs = predictions = checks = 0
+    for cell in cells:
+        if not counted(cell):
+            continue
+        source = _source(cell)
+        if cell.get("cell_type") == "markdown":
+            prose_words, code_words = split_markdown(source)
+            prose += prose_words
+            code += code_words
+            predictions += len(_PREDICT.findall(source))
+        elif cell.get("cell_type") == "code":
+            code += _words(source)
+            outputs += sum(output_words(output) for output in cell.get("outputs", []))
+            if calls_check(source):
+                checks += 1
+    exact = (
+        prose / PROSE_WPM
+        + code / CODE_WPM
+        + outputs / OUTPUT_WPM
+        + predictions * PREDICTION_MINUTES
+        + checks * CHECK_MINUTES
+    )
+    # Rounded up so that the whole minutes in the table add up to the total.
+    minutes = math.ceil(round(exact, 6))
+    return Estimate(name, prose, code, outputs, predictions, checks, round(exact, 2), minutes)
+
+
+def estimate(path: Path) -> Estimate:
+    """The estimate of one notebook file."""
+    try:
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EstimateError("missing_notebook", f"{path} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise EstimateError("bad_notebook", f"{path}: {error}") from None
+    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
+        raise EstimateError("bad_notebook", f"{path}: no list of cells")
+    try:
+        name = str(path.resolve().relative_to(NOTEBOOKS.resolve()))
+    except ValueError:
+        name = str(path)
+    return estimate_cells(name, notebook["cells"])
+
+
+def core_notebooks(folder: Path = NOTEBOOKS) -> list[Path]:
+    """The core class: the notebooks directly in `folder`, in course order."""
+    return sorted(folder.glob("*.ipynb"))
+
+
+def extra_notebooks(folder: Path = NOTEBOOKS) -> list[Path]:
+    return sorted((folder / "extra").glob("*.ipynb"))
+
+
+def core_total(estimates: Iterable[Estimate]) -> int:
+    return sum(item.minutes for item in estimates)
+
+
+def table(core: Sequence[Estimate], extra: Sequence[Estimate]) -> str:
+    header = (
+        f"{'notebook':<36} {'prose':>6} {'code':>6} {'output':>6} {'pred':>4} {'chk':>4} {'min':>5}"
+    )
+    lines = [header, "-" * len(header)]
+
+    def row(item: Estimate) -> str:
+        return (
+            f"{item.notebook:<36} {item.prose_words:>6} {item.code_words:>6} {item.output_words:>6}"
+            f" {item.predictions:>4} {item.checks:>4} {item.minutes:>5}"
+        )
+
+    lines += [row(item) for item in core]
+    lines.append(f"{'core total (notebooks/*.ipynb)':<66} {core_total(core):>5}")
+    if extra:
+        lines.append("")
+        lines += [row(item) for item in extra]
+        lines.append(
+            f"{'optional (notebooks/extra/, not in the total)':<66} {core_total(extra):>5}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Estimate the class's minutes per notebook.")
+    parser.add_argument(
+        "paths", nargs="*", type=Path, help="notebooks (default: notebooks/ and notebooks/extra/)"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help=f"exit 1 when the core total is over {LIMIT_MINUTES}"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    args = parser.parse_args(argv)
+    try:
+        if args.paths:
+            core = [estimate(path) for path in args.paths]
+            extra: list[Estimate] = []
+        else:
+            core = [estimate(path) for path in core_notebooks()]
+            extra = [estimate(path) for path in extra_notebooks()]
+    except EstimateError as error:
+        print(f"class_minutes: {error}", file=sys.stderr)
+        return 2
+    total = core_total(core)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "core": [asdict(e) for e in core],
+                    "extra": [asdict(e) for e in extra],
+                    "core_total": total,
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(table(core, extra))
+    if args.check and total > LIMIT_MINUTES:
+        print(
+            f"class_minutes: over_limit: the core class takes {total} min, over {LIMIT_MINUTES}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

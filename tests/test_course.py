@@ -1,0 +1,146 @@
+"""The class's estimate (scripts/class_minutes.py) on small notebooks built here."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+minutes = _load("class_minutes")
+
+
+def md(text: str, *tags: str) -> dict[str, Any]:
+    return {"cell_type": "markdown", "metadata": {"tags": list(tags)}, "source": text}
+
+
+def code(text: str, *outputs: dict[str, Any], tags: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "cell_type": "code",
+        "metadata": {"tags": list(tags)},
+        "source": text,
+        "outputs": list(outputs),
+        "execution_count": None,
+    }
+
+
+def words(n: int) -> str:
+    return " ".join(["word"] * n)
+
+
+def write(path: Path, *cells: dict[str, Any]) -> Path:
+    path.write_text(json.dumps({"cells": list(cells), "metadata": {}, "nbformat": 4}))
+    return path
+
+
+def test_prose_code_and_outputs_at_their_own_pace() -> None:
+    stream = {"output_type": "stream", "name": "stdout", "text": words(300)}
+    est = minutes.estimate_cells("n", [md(words(200)), code(words(150), stream)])
+    assert (est.prose_words, est.code_words, est.output_words) == (200, 150, 300)
+    assert est.exact_minutes == 3.0
+    assert est.minutes == 3
+
+
+def test_minutes_round_up() -> None:
+    assert minutes.estimate_cells("n", [md(words(201))]).minutes == 2
+    assert minutes.estimate_cells("n", []).minutes == 0
+
+
+def test_optional_and_homework_cells_count_nothing_but_reveal_cells_do() -> None:
+    stream = {"output_type": "stream", "name": "stdout", "text": words(300)}
+    cells = [
+        md("**Predict:** " + words(400), "optional"),
+        code("check('x', x)", stream, tags=("homework",)),
+        code(words(150), stream, tags=("reveal",)),
+    ]
+    est = minutes.estimate_cells("n", cells)
+    assert (est.predictions, est.checks, est.prose_words) == (0, 0, 0)
+    assert est.exact_minutes == 2.0
+
+
+def test_a_prediction_is_a_line_starting_with_bold_predict() -> None:
+    cells = [
+        md("**Predict:** what happens?"),
+        md("Some text.\n\n**Predict:** and now?\n\n**Predict**: and then?"),
+        md("We do not predict here, and *Predict* in italics is not one."),
+    ]
+    assert minutes.estimate_cells("n", cells).predictions == 3
+
+
+def test_an_exercise_check_is_a_cell_calling_check_or_check_quiz() -> None:
+    cells = [
+        code('check("claim_one", claim_one)'),
+        code("exercises.check('a', a)\ncheck('a', a)"),  # one cell, one check
+        code("check_quiz(answers)"),
+        code("checks = [1]\nrecheck(x)\nprint('check(')"),  # none of these
+        code("%time check('b', b)"),  # the magic line is dropped before parsing
+    ]
+    assert minutes.estimate_cells("n", cells).checks == 3
+
+
+def test_pictures_and_widgets_are_free_html_is_read_without_tags() -> None:
+    picture = {
+        "output_type": "display_data",
+        "data": {"image/svg+xml": words(999), "text/plain": words(999)},
+    }
+    widget = {
+        "output_type": "display_data",
+        "data": {"application/vnd.jupyter.widget-view+json": {}, "text/plain": words(999)},
+    }
+    table = {
+        "output_type": "execute_result",
+        "data": {"text/html": "<table><tr><td>a b</td><td>c</td></tr></table>", "text/plain": "x"},
+    }
+    error = {"output_type": "error", "ename": "TaskError", "evalue": "not_owner: x"}
+    est = minutes.estimate_cells("n", [code("", picture, widget, table, error)])
+    assert est.output_words == 3 + 3
+
+
+def test_markdown_code_blocks_are_code_and_links_are_their_text() -> None:
+    text = "See [the glossary](glossary.md#wal) ![a picture](x.svg)\n\n"
+    text += "```sql\nSELECT id FROM tasks\n```\n"
+    assert minutes.split_markdown(text) == (3, 6)  # ``` and ```sql count as code words too
+
+
+def test_check_exits_nonzero_over_ninety_minutes(tmp_path: Path, monkeypatch: Any) -> None:
+    folder = tmp_path / "notebooks"
+    (folder / "extra").mkdir(parents=True)
+    write(folder / "01_a.ipynb", md(words(200 * 50)))
+    write(folder / "02_b.ipynb", md(words(200 * 40)))
+    write(folder / "extra" / "08_c.ipynb", md(words(200 * 60)))
+    monkeypatch.setattr(minutes, "NOTEBOOKS", folder)
+    monkeypatch.setattr(minutes, "core_notebooks", lambda: sorted(folder.glob("*.ipynb")))
+    monkeypatch.setattr(minutes, "extra_notebooks", lambda: sorted(folder.glob("extra/*.ipynb")))
+    assert minutes.main(["--check"]) == 0  # 90 exactly; extra/ is not in the total
+    write(folder / "02_b.ipynb", md(words(200 * 40 + 1)))
+    assert minutes.main(["--check"]) == 1
+    assert minutes.main([]) == 0  # without --check it only reports
+
+
+def test_bad_input_has_a_code(tmp_path: Path, capsys: Any) -> None:
+    assert minutes.main([str(tmp_path / "missing.ipynb")]) == 2
+    assert "missing_notebook" in capsys.readouterr().err
+    (tmp_path / "bad.ipynb").write_text("{not json")
+    assert minutes.main([str(tmp_path / "bad.ipynb")]) == 2
+    assert "bad_notebook" in capsys.readouterr().err
+    (tmp_path / "x.ipynb").write_text('{"metadata": {}}')
+    with pytest.raises(minutes.EstimateError) as caught:
+        minutes.estimate(tmp_path / "x.ipynb")
+    assert caught.value.code == "bad_notebook"
+    assert minutes.estimate(write(tmp_path / "empty.ipynb")).minutes == 0
