@@ -144,3 +144,70 @@ def test_bad_input_has_a_code(tmp_path: Path, capsys: Any) -> None:
         minutes.estimate(tmp_path / "x.ipynb")
     assert caught.value.code == "bad_notebook"
     assert minutes.estimate(write(tmp_path / "empty.ipynb")).minutes == 0
+
+
+executor = _load("execute_notebooks")
+VIEW = "application/vnd.jupyter.widget-view+json"
+STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def _model(name: str, **state: Any) -> dict[str, Any]:
+    return {"model_name": name, "state": {"_model_name": name, **state}}
+
+
+def _widget_notebook(view_ids: list[str], state: dict[str, Any]) -> dict[str, Any]:
+    cells = [
+        code("w", {"output_type": "display_data", "data": {VIEW: {"model_id": mid}}})
+        for mid in view_ids
+    ]
+    return {"cells": cells, "metadata": {"widgets": {STATE: {"state": state}}}}
+
+
+def test_saved_widget_state_keeps_what_outputs_reach_under_stable_ids() -> None:
+    state = {
+        "b0x": _model("VBoxModel", children=["IPY_MODEL_btn"], layout="IPY_MODEL_lay"),
+        "btn": _model("ButtonModel", layout="IPY_MODEL_lay2"),
+        "lay": _model("LayoutModel"),
+        "lay2": _model("LayoutModel"),
+        "closed": _model("LayoutModel"),  # made and dropped by the kernel: no output names it
+    }
+    nb = _widget_notebook(["b0x"], state)
+    assert executor.stabilise(nb, "07_x.ipynb") == 4
+    saved = nb["metadata"]["widgets"][STATE]["state"]
+    ids = [executor.stable_id("07_x.ipynb", index) for index in range(4)]
+    assert list(saved) == ids  # the box, then depth first: its child, the child's layout, its own
+    assert nb["cells"][0]["outputs"][0]["data"][VIEW]["model_id"] == ids[0]
+    assert saved[ids[0]]["state"]["children"] == [f"IPY_MODEL_{ids[1]}"]
+    assert saved[ids[1]]["state"]["layout"] == f"IPY_MODEL_{ids[2]}"
+    assert saved[ids[0]]["state"]["layout"] == f"IPY_MODEL_{ids[3]}"
+    # Other random ids, same shapes: the same file.
+    again = _widget_notebook(
+        ["q"],
+        {
+            "q": _model("VBoxModel", children=["IPY_MODEL_r"], layout="IPY_MODEL_s"),
+            "r": _model("ButtonModel", layout="IPY_MODEL_t"),
+            "s": _model("LayoutModel"),
+            "t": _model("LayoutModel"),
+        },
+    )
+    executor.stabilise(again, "07_x.ipynb")
+    assert again == nb
+
+
+def test_an_output_naming_an_unsaved_model_is_an_error() -> None:
+    nb = _widget_notebook(["gone"], {})
+    with pytest.raises(executor.WidgetStateError) as caught:
+        executor.stabilise(nb, "n.ipynb")
+    assert caught.value.code == "missing_widget_state"
+
+
+def test_no_widget_output_no_widget_metadata_and_streams_joined() -> None:
+    out = {"output_type": "stream", "name": "stdout"}
+    nb = {
+        "cells": [code("x", {**out, "text": "a\n"}, {**out, "text": ["b\n"]})],
+        "metadata": {"widgets": {STATE: {"state": {"x": _model("LayoutModel")}}}},
+    }
+    assert executor.stabilise(nb, "n.ipynb") == 0
+    assert "widgets" not in nb["metadata"]
+    executor.coalesce_streams(nb)
+    assert nb["cells"][0]["outputs"] == [{**out, "text": "a\nb\n"}]
