@@ -203,7 +203,7 @@ def test_an_output_naming_an_unsaved_model_is_an_error() -> None:
 
 def test_no_widget_output_no_widget_metadata_and_streams_joined() -> None:
     out = {"output_type": "stream", "name": "stdout"}
-    nb = {
+    nb: dict[str, Any] = {
         "cells": [code("x", {**out, "text": "a\n"}, {**out, "text": ["b\n"]})],
         "metadata": {"widgets": {STATE: {"state": {"x": _model("LayoutModel")}}}},
     }
