@@ -17,7 +17,9 @@ parameters, what to run after it, how to read the rows) and hands it to a
       to pending (the schema logs one `lease_expired` event per task);
    c. run `operation.statement` (when it is not None) with
       `operation.params`, plus `now`, plus `expires` = `lease_end(now,
-      operation.lease)` when `operation.lease` is set;
+      operation.lease)` when `operation.lease` is set, plus `token` =
+      `operation.token()` when that is set (called after `lease_end`, so a
+      lease that cannot end spends no token);
    d. if it returned rows and `operation.then` is set, run `then` with
       `{"sequence": <first row's sequence>}`; if it returned none and
       `operation.explain` is set, run `explain` with `operation.params`;
@@ -29,8 +31,8 @@ parameters, what to run after it, how to read the rows) and hands it to a
    `operation.name`, returning the statement's rows, then `then`'s, then
    `explain`'s), as long as `finish` still runs before COMMIT: `finish`
    refuses rows that break the board's rules (`graph_corrupted`), and that
-   must roll the claim back. `finish` runs further statements only for
-   `create_tasks` (the one operation with `statement = None`).
+   must roll the claim back. `finish` runs further statements only in
+   `create_tasks` (`statement = None`) and `list_tasks` (`orphan_edges`).
 2. Raise `ConstraintViolated` (with the `Constraint` it broke) when a
    statement is refused by a unique index or a check of the schema, so the
    board can say why in its own words; everything else the engine turns
@@ -38,7 +40,7 @@ parameters, what to run after it, how to read the rows) and hands it to a
 3. Give rows as `Row`s: a mapping from column name to a Python value, with
    every column whose name ends in `at_utc` an aware UTC datetime (or None),
    and the column `edges` (a task's dependencies, in position order) a list
-   of `Edge`s.
+   of `Edge`s (rules.py).
 4. `read(statement, params)`: one read-only statement in a transaction of
    its own: a consistent snapshot that takes no board lock.
 5. `data_version()`: a number that changes whenever another connection
@@ -63,15 +65,6 @@ Row = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
-class Edge:
-    """One stored dependency edge of a task, with what the board says about its target."""
-
-    dependency_sequence: int
-    dependency_id: str | None  # None: the target row is missing
-    dependency_status: str | None
-
-
-@dataclass(frozen=True, slots=True)
 class BoardSql:
     """An engine's SQL, one statement per step of the board's operations.
 
@@ -83,6 +76,7 @@ class BoardSql:
     release_expired: str  # now: run-out leases back to pending
     task: str  # task_id: one task, or no row
     tasks: str  # every task in creation order
+    orphan_edges: str  # sequence: a task that has dependency rows but no row of its own
     claim_next: str  # owner, token, now, expires: take the first ready task
     claim_task: str  # task_id, owner, token, now, expires: take that task if ready
     complete: str  # task_id, owner, token, now: complete a task held with that token
@@ -130,6 +124,7 @@ class Operation(Generic[T]):
     params: Mapping[str, object]
     finish: Callable[[Statements, Outcome], T]  # reads the rows; a TaskError rolls back all
     lease: timedelta | None = None  # set: bind `expires`, the end of a lease taken at `now`
+    token: Callable[[], str] | None = None  # set: bind `token`, a new claim token
     then: str | None = None
     explain: str | None = None
 
