@@ -1,6 +1,6 @@
 """agent17: work stealing and autonomy on a leased task board.
 
-The names of the public contract (API.md), plus the few the notebooks use.
+The names of the public contract (CONTRACT.md), plus the few the notebooks use.
 """
 
 from typing import TYPE_CHECKING, Any

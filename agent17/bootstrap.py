@@ -1,16 +1,16 @@
 """The composition root: the one place where a team is put together.
 
 It builds exactly one task store and hands that same object to the Lead, the
-one-shot subagent and every teammate (R9), wires the teammate runtime in the
-order the chapter requires (protocol, then work stealing, then agents; R8),
-and gives each role exactly its tool surface (T3):
+one-shot subagent and every teammate, wires the teammate runtime in the
+order the chapter requires (protocol, then work stealing, then agents),
+and gives each role exactly its tool surface:
 
 - Lead: the five task tools + spawn_teammate, send_message, request_shutdown, review_plan
 - one-shot subagent: the five task tools
 - teammate: shell, read_file, write_file, send_message, submit_plan + four task tools
 
 Model configuration is checked by the caller before `build_team` runs, so a
-bad configuration never leaves a `.agent_tutorial` folder behind (R10). Where
+bad configuration never leaves a `.agent_tutorial` folder behind. Where
 the board and the mailbox live is `TeamSettings.store` (team/workplace.py): the
 workspace's SQLite files, or a PostgreSQL database; the board is opened first,
 so a server that cannot be reached stops the build before anything is made.

@@ -530,7 +530,7 @@ def test_a_teammate_whose_note_is_denied_does_not_complete_the_task(
     runner = teammate_runner(store, tmp_path, write_notes=True)
     result = runner.run(auto_claimed_message(claim))
     assert result.final_text == "Could not write notes for A: permission_denied."
-    # R4: nobody completes on the model's behalf; the lease will simply run out.
+    # Nobody completes on the model's behalf; the lease will simply run out.
     assert store.get_task(claim.task.id).status is TaskStatus.IN_PROGRESS
 
 

@@ -368,7 +368,7 @@ def test_deny_request_lets_the_model_see_permission_denied_and_the_task_stays_he
         "bob: claimed A (lease until 09:05:00Z)"
         " -> 'Could not write notes for A: permission_denied.'"
     )
-    # R4: nobody completes the task for bob; only the lease can end his claim.
+    # Nobody completes the task for bob; only the lease can end his claim.
     assert subjects(team)["A"] == (TaskStatus.IN_PROGRESS, "bob")
     assert not (Path(team.store.workspace) / "notes").exists()
     approvals = stepper.approvals

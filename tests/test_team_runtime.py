@@ -24,7 +24,7 @@ from agent17.work_stealing import WiringError
 WAIT = 10.0  # a safety net for a broken test, never the thing that orders events
 
 
-# -- wiring order (R8) -------------------------------------------------------------
+# -- wiring order -----------------------------------------------------------------
 
 
 class Parts:
@@ -127,7 +127,7 @@ def test_a_bad_teammate_name_is_refused(tmp_path: Path, name: str) -> None:
         assert crew.runtime.names == ()
 
 
-# -- idle timeout (R6, R7) ------------------------------------------------------------
+# -- idle timeout ---------------------------------------------------------------------
 
 
 def test_idle_timeout_is_observable_and_nothing_is_faked(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""One teammate, stepped by hand: the order of an idle-loop pass (R1) and what each pass does."""
+"""One teammate, stepped by hand: the order of an idle-loop pass and what each pass does."""
 
 from __future__ import annotations
 

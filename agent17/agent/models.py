@@ -248,7 +248,7 @@ def teammate_script(
                     calls=(Call("write_file", {"path": notes_path(task), "content": content}),)
                 )
             if notes[-1].error_code is not None:
-                # No retry loop: say what went wrong; the lease will run out (R4).
+                # No retry loop: say what went wrong; the lease will run out.
                 return Reply(
                     f"Could not write notes for {task['subject']}: {notes[-1].error_code}."
                 )

@@ -6,10 +6,10 @@ the results back as `tool` messages; repeat until the model answers without
 tool calls, or `max_turns` model calls have been made.
 
 The runner never decides that work is done. It runs only the tools the model
-calls; a task becomes completed only through an explicit `complete_task` call
-(R4). If the model never makes that call, the task's lease simply runs out.
+calls; a task becomes completed only through an explicit `complete_task` call.
+If the model never makes that call, the task's lease simply runs out.
 
-Idempotency (R3). A teammate's run on an auto-claimed task gets that claim's
+Idempotency. A teammate's run on an auto-claimed task gets that claim's
 token as `idempotency_key`. With an `IdempotencyLedger`, the result of every
 effectful call (shell, write_file) that actually ran and succeeded is recorded
 under (idempotency_key, ordinal, tool name, canonical JSON arguments), where

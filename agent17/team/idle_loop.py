@@ -5,7 +5,7 @@ runtime (`agent17 run`, the demo) and its own OS process (`agent17 teammate`).
 After an empty pass (idle or plan-blocked) it waits on the sleeper; a wake-up
 (a message, a change on the board) ends the wait early and does not use up
 the poll budget. After `max_idle_polls` polls in a row that timed out, the
-loop ends with IDLE_TIMEOUT; no shutdown and no summary is faked (R7).
+loop ends with IDLE_TIMEOUT; no shutdown and no summary is faked.
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def plain_rows(connection: SqlRunner, sql: str, parameters: tuple[object, ...]) 
 
 
 def require_name(value: object, what: str) -> str:
-    """`value` if it is a valid name (API.md input rules), else MailboxError `invalid_<what>`."""
+    """`value` if it is a valid name (see `name_problem`), else MailboxError `invalid_<what>`."""
     problem = name_problem(value)
     if problem is not None:
         raise MailboxError(f"invalid_{what}", f"{what} {problem}: {preview(value)}")

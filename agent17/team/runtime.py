@@ -1,6 +1,6 @@
 """TeammateRuntime: spawns teammates and, once started, runs each one's idle loop in a worker.
 
-Wiring order is part of the contract (R8): `configure_protocol()` before
+Wiring order is part of the contract: `configure_protocol()` before
 `configure_work_stealing()` (automatic claims depend on the plan gate), both
 and `configure_agent_factory()` before `start()`, each exactly once, nothing
 after `start()`. Getting it wrong raises TeammateStateError at wiring time.
@@ -9,7 +9,7 @@ A worker loops over `Teammate.tick()`. After a pass that found nothing (idle
 or plan-blocked) it waits on the injected sleeper; a message wakes it early
 and an early wake does not use up its poll budget. After `max_idle_polls`
 empty polls in a row the teammate stays idle, its idle-timeout counter goes
-up and its worker ends (R7). Nothing is faked: no shutdown request, no
+up and its worker ends. Nothing is faked: no shutdown request, no
 response, no summary. A later message to that teammate starts a fresh worker.
 Workers are plain threads owned by the runtime; `stop()` joins them all.
 """

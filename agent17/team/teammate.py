@@ -1,6 +1,6 @@
 """One teammate and one pass of its idle loop: `tick()`.
 
-The order of a pass is the chapter's rule (R1):
+The order of a pass is the chapter's rule:
 
 1. closed? then nothing happens;
 2. claim ONE mailbox message; a typed protocol message is routed and handled
@@ -21,7 +21,7 @@ neither crash a teammate nor hold up its queue, at any start.
 
 `tick()` is synchronous and deterministic: notebooks call it from a button,
 and the autonomous runtime calls exactly the same method from a worker thread.
-The teammate never completes a task itself (R4): only the agent's explicit
+The teammate never completes a task itself: only the agent's explicit
 complete_task call does, otherwise the lease runs out.
 """
 
@@ -311,7 +311,7 @@ class Teammate:
         )
 
     def _report(self, final_text: str, *, answering: Envelope | None = None) -> None:
-        # R5: the agent's answer goes back to the Lead as a message, never as a task change.
+        # The agent's answer goes back to the Lead as a message, never as a task change.
         # Report and ack commit together, so a crash cannot send the same answer twice.
         if final_text.strip():
             self.protocol.send_text(self.lead_name, final_text, sender=self.name, ack=answering)
