@@ -299,10 +299,12 @@ def warm_up_floor_wal(connection: sqlite3.Connection) -> None:
 def store_connection(store: SqliteTaskStore) -> sqlite3.Connection:
     """INSTRUMENTATION ONLY: the store's private connection, to attach a trace callback.
 
-    Nothing is ever executed on it here. (The current store keeps it in `_db._connection`,
-    the old one in `_connection`.)
+    Nothing is ever executed on it here. (The current store keeps it in
+    `_sqlite._db._file._connection`, older ones in `_db._connection` or `_connection`.)
     """
-    holder: Any = getattr(store, "_db", store)
+    holder: Any = store
+    for name in ("_sqlite", "_db", "_file"):
+        holder = getattr(holder, name, holder)
     connection = holder._connection
     assert isinstance(connection, sqlite3.Connection)
     return connection

@@ -21,7 +21,7 @@ from agent17 import Mailbox, SqliteTaskStore
 from agent17.agent.ledger import IdempotencyLedger
 from agent17.agent.permissions import AuditTrail
 from agent17.domain import Refusal
-from agent17.store import database
+from agent17.store import state_file
 
 OPENERS: dict[str, Callable[[Path], object]] = {
     "board": SqliteTaskStore,
@@ -173,7 +173,7 @@ def test_proc_1_as_the_workspace_is_store_unavailable(kind: str) -> None:
 def test_a_write_lock_held_past_the_busy_timeout_is_store_unavailable_and_changes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(database, "BUSY_TIMEOUT_SECONDS", 0.05)  # not 30 s of waiting
+    monkeypatch.setattr(state_file, "BUSY_TIMEOUT_SECONDS", 0.05)  # not 30 s of waiting
     store = SqliteTaskStore(tmp_path)
     store.create_task("A")
     holder = sqlite3.connect(store.path, isolation_level=None)

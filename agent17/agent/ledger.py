@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent17.domain import TaskError
-from agent17.store.database import Schema, StateDatabase
+from agent17.store.database import StateDatabase
+from agent17.store.state_file import Schema
 
 LEDGER_DB_NAME: Final = "idempotency.sqlite3"
 LEDGER_SCHEMA: Final = Schema(

@@ -1,136 +1,47 @@
-"""The one way agent17 opens a SQLite state file, and its one transaction helper.
+"""The one transaction helper of agent17's SQLite state files, and the file it runs on.
 
-The task board, the team's mailbox (with its plans) and the idempotency
-ledger are each one SQLite file under `<workspace>/.agent_tutorial/`, and
-each is opened here, the same way:
+Every operation of the task board, the team's mailbox and the idempotency
+ledger is one call of `transaction()`: BEGIN, the work, COMMIT, and on any
+exception at all (a refusal, a driver error, a Ctrl-C) ROLLBACK and raise it
+again, so no transaction stays open and no lock stays held. The board's
+writes BEGIN IMMEDIATE, which takes SQLite's write lock before the first
+read; reads BEGIN a snapshot that takes no lock.
 
-1. the path is checked (realpath, no links, one hard link: `paths.py`);
-2. a -wal beside it that was written for another file (the one a restored
-   backup replaced) is refused before anything reads it (`wal_owner.py`);
-3. a file that already has content is probed on a *read-only* connection: it
-   must be SQLite, carry this schema's version and hold exactly the schema's
-   tables, indexes and triggers, and pass `PRAGMA quick_check`. Anything else
-   is refused and left byte-identical (a read-write connection would fold a
-   crashed writer's WAL into the file when it closed);
-4. the read-write connection: the file it opened is recorded as the owner of
-   the journals beside it, then autocommit (we write BEGIN ourselves), a busy
-   timeout, foreign keys on, WAL with synchronous=FULL; an empty file gets the
-   whole schema file in one transaction.
-
-A file of 0 bytes counts as a new, empty database and gets the schema. That
-is a judgement call: 0 bytes hold no data to protect, it is exactly what a
-process killed between creating the file and writing its first page leaves
-behind, and SQLite itself reads a zero-length file as an empty database (and
-discards a -wal beside it, whose frames cannot belong to it). Refusing it
-would strand every workspace whose first run was interrupted at that moment.
-
-Every later operation goes through `transaction()` or `snapshot()`: BEGIN,
-the work, COMMIT, with the BEGIN and everything after it inside one `try`
-whose handler rolls back on any BaseException (a Ctrl-C included) and keeps
-rolling back through a second interrupt, so an interrupt leaves no
-transaction open and no lock held, and the same object keeps working. Inside
-the transaction the state folder's and the file's identity are checked
-first: a board replaced, moved or re-linked under an open store is refused
-(see `_check_identity` for why that matters).
-
-A failure of the machine rather than of the file (a full or read-only disk,
-an I/O error, a file this user may not open, a lock held past the busy
-timeout) is `store_unavailable` on every path, opening included
-(`file_failures.py`): the transaction is rolled back first, so nothing is
-half written, and the message says what to do.
+How the file is opened, checked and guarded (a damaged or swapped file, a
+second signal during the rollback, a full disk) is `state_file.py`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
-import re
 import sqlite3
-import stat
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cached_property
-from importlib import resources
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import TypeVar
 
-from agent17.domain import ErrorCode, Refusal
-from agent17.store.file_failures import (
-    NOT_OPENED,
-    NOTHING_CHANGED,
-    os_failure,
-    read_failure,
-    sqlite_failure,
-    transaction_failure,
-)
-from agent17.store.paths import RefusalFactory, check_state_file, safe_state_file
-from agent17.store.wal_owner import record_owner, refuse_foreign_journals
-
-BUSY_TIMEOUT_SECONDS: Final = 30.0
-"""How long a writer waits for another's BEGIN IMMEDIATE before "database is locked"."""
-
-SQLITE_HEADER: Final = b"SQLite format 3\x00"
-# Primary result codes that mean "this file is not an intact database".
-_UNREADABLE_CODES: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
-# What Python's sqlite3 says (no SQLite code) when a TEXT value is not UTF-8:
-# a row written by hand, since every value we bind is valid UTF-8.
-_UNDECODABLE_TEXT: Final = "Could not decode to UTF-8"
-
-_LOCK_KEY: Final = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+from agent17.store.paths import RefusalFactory
+from agent17.store.state_file import ExclusiveHold, Schema, StateFile
 
 T = TypeVar("T")
-SchemaObject = tuple[str, str, str, str]
 
 
-@dataclass(frozen=True)
-class Schema:
-    """A versioned schema file: the SQL that creates a state database, and how to recognise one.
-
-    `sql_file` is read as package data from `package`. Its metadata table holds
-    one row `('schema_version', version)`; `what` names the database in messages.
-    """
-
-    package: str
-    sql_file: str
-    version: str
-    metadata_table: str
-    what: str
-
-    @cached_property
-    def sql(self) -> str:
-        """The whole schema file."""
-        return resources.files(self.package).joinpath(self.sql_file).read_text(encoding="utf-8")
-
-    @cached_property
-    def objects(self) -> frozenset[SchemaObject]:
-        """Every table, index and trigger the schema creates, as SQLite records them."""
-        reference = sqlite3.connect(":memory:")
-        try:
-            reference.executescript(self.sql)
-            return frozenset(_schema_objects(reference))
-        finally:
-            reference.close()
-
-
-def _schema_objects(connection: sqlite3.Connection) -> list[SchemaObject]:
-    # SQLite's own tables (sqlite_sequence, sqlite_stat1 after ANALYZE) are not ours.
-    rows = connection.execute(
-        "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master"
-        " WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
-    ).fetchall()
-    return [(str(a), str(b), str(c), str(d)) for a, b, c, d in rows]
+def transaction(
+    connection: sqlite3.Connection, work: Callable[[sqlite3.Connection], T], begin: str
+) -> T:
+    """BEGIN, the work, COMMIT; on any exception at all, ROLLBACK and raise it again."""
+    try:  # BEGIN inside the try: an interrupt right after it still rolls back
+        connection.execute(begin)
+        result = work(connection)
+        connection.execute("COMMIT")
+        return result
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
 
 
 class StateDatabase:
-    """One checked, versioned SQLite state file behind one connection and one lock.
-
-    Safe to share between threads (calls are serialised by the lock); any
-    number of instances, in one or many processes, may open the same file.
-    `refusal` is the error class its refusals are raised as (TaskError for
-    the board, MailboxError for the mailbox), with the store's codes.
-    """
+    """One SQLite state file and its transactions; safe to share between threads."""
 
     def __init__(
         self,
@@ -139,345 +50,32 @@ class StateDatabase:
         schema: Schema,
         refusal: RefusalFactory,
     ) -> None:
+        self._file = StateFile(workspace, file_name, schema, refusal)
         self.schema = schema
-        self._refusal = refusal
-        self.path: Path = safe_state_file(workspace, file_name, refusal)
-        self.workspace: Path = self.path.parent.parent
-        self._lock = threading.Lock()
-        try:
-            self._open()
-        except OSError as error:
-            raise os_failure(refusal, self.path, error, NOT_OPENED) from None
-        except sqlite3.Error as error:
-            failure = sqlite_failure(refusal, self.path, error, NOT_OPENED)
-            if failure is None:
-                raise
-            raise failure from None
-
-    # -- opening ---------------------------------------------------------------------
-
-    def _open(self) -> None:
-        refusal = self._refusal
-        self._folder_identity = self._state_folder_identity()
-        before = check_state_file(self.path, self.workspace, refusal)
-        # Before the probe: a read-only connection reads WAL frames too.
-        refuse_foreign_journals(self.path, before, refusal)
-        if before is not None and before.st_size > 0:
-            self._probe_read_only()
-        self._connection = sqlite3.connect(
-            self.path,
-            isolation_level=None,  # autocommit: every transaction is our explicit BEGIN
-            check_same_thread=False,  # shared between threads behind self._lock
-            timeout=BUSY_TIMEOUT_SECONDS,
-        )
-        try:
-            opened = check_state_file(self.path, self.workspace, refusal)
-            # The file may have been swapped between the check and the open.
-            if opened is None or (
-                before is not None and (before.st_dev, before.st_ino) != _identity(opened)
-            ):
-                raise refusal(ErrorCode.UNSAFE_STORE_PATH, f"{self.path} changed while opening")
-            self._identity = _identity(opened)
-            self._check_identity()  # and the folder may have been swapped meanwhile
-            # Before the first byte this connection writes (the WAL switch included).
-            record_owner(self.path, opened)
-            self._connection.row_factory = sqlite3.Row  # rows are read by column name
-            self._connection.execute("PRAGMA foreign_keys = ON")
-            # WAL: readers never block the writer. FULL: a commit survives a power cut,
-            # so a claim the store reported is never forgotten (README, "Durability").
-            self._connection.execute("PRAGMA journal_mode = WAL")
-            self._connection.execute("PRAGMA synchronous = FULL")
-            self._create_or_verify()
-        except BaseException:
-            self._connection.close()
-            raise
-
-    def _probe_read_only(self) -> None:
-        with open(self.path, "rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
-        if header != SQLITE_HEADER:
-            raise self._refusal(
-                ErrorCode.SCHEMA_VERSION_MISMATCH,
-                f"{self.path} exists but is not a SQLite database, so not {self.schema.what};"
-                " it was left untouched",
-            )
-        sidecars = [self.path.with_name(self.path.name + end) for end in ("-wal", "-shm")]
-        existed = [sidecar.exists() for sidecar in sidecars]
-        probe = sqlite3.connect(
-            f"{self.path.as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_SECONDS
-        )
-        try:
-            self._verify(probe, deep=True)
-        except sqlite3.DatabaseError as error:
-            probe.close()
-            self._remove_probe_sidecars(sidecars, existed)
-            # A probe the machine stopped (no -shm can be made in a read-only folder,
-            # an I/O error) says nothing about the file: not "damaged".
-            failure = sqlite_failure(self._refusal, self.path, error, NOT_OPENED)
-            raise (failure or self._unreadable(error)) from None
-        except BaseException:
-            probe.close()
-            self._remove_probe_sidecars(sidecars, existed)
-            raise
-        probe.close()
-
-    @staticmethod
-    def _remove_probe_sidecars(sidecars: list[Path], existed: list[bool]) -> None:
-        # Opening a WAL database, even read-only, makes SQLite create its -shm (and
-        # an empty -wal when there was none). A refusal promises the file is left as
-        # it was found, and the folder with it: whoever inspects or copies it next
-        # should see what was there, not files that suggest a connection used it. So
-        # what the probe created goes again. A -wal or -shm that was there before
-        # may be a crashed writer's (or a live one's) and stays, as does any -wal
-        # with frames in it.
-        # A file that cannot be removed (the folder went read-only) stays: the refusal
-        # being raised says more than this failure would.
-        wal, shm = sidecars
-        with contextlib.suppress(OSError):
-            if not existed[0] and wal.exists() and wal.stat().st_size == 0:
-                wal.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            if not existed[1]:
-                shm.unlink(missing_ok=True)
-
-    def _create_or_verify(self) -> None:
-        def create(connection: sqlite3.Connection) -> bool:
-            if _schema_objects(connection):
-                return False
-            # The schema file whole, in one transaction of its own: a crash leaves no half schema.
-            connection.executescript(f"BEGIN IMMEDIATE;\n{self.schema.sql}\nCOMMIT;")
-            return True
-
-        try:
-            self._run(create, begin=None)
-        except sqlite3.OperationalError as error:
-            # Another process created the schema between our look and our BEGIN.
-            if "already exists" not in str(error):
-                raise
-        self._run(lambda connection: self._verify(connection, deep=False), begin="BEGIN")
-
-    def _verify(self, connection: sqlite3.Connection, *, deep: bool) -> None:
-        schema, path = self.schema, self.path
-        found = frozenset(_schema_objects(connection))
-        if not found:
-            return
-        tables = {name for kind, name, _, _ in found if kind == "table"}
-        if schema.metadata_table not in tables:
-            raise self._refusal(
-                ErrorCode.SCHEMA_VERSION_MISMATCH,
-                f"{path} is a SQLite database but not {schema.what} (it has no"
-                f" {schema.metadata_table}); it was left untouched",
-            )
-        try:
-            row = connection.execute(
-                f"SELECT value FROM {schema.metadata_table} WHERE key = 'schema_version'"
-            ).fetchone()
-        except sqlite3.OperationalError:  # a table of that name, but not ours
-            row = ("unreadable",)
-        version = None if row is None else row[0]
-        if version != schema.version:
-            raise self._refusal(
-                ErrorCode.SCHEMA_VERSION_MISMATCH,
-                f"{path} has {schema.what} schema version {version!r}; this agent17 needs"
-                f" {schema.version!r}. The file was left untouched.",
-            )
-        if found != schema.objects:
-            missing = sorted(name for _, name, _, _ in schema.objects - found)
-            extra = sorted(name for _, name, _, _ in found - schema.objects)
-            raise self._refusal(
-                ErrorCode.STORE_UNREADABLE,
-                f"{path} is not an intact {schema.what}: missing or changed"
-                f" {missing or 'nothing'}, unexpected {extra or 'nothing'}; it was left untouched",
-            )
-        if deep:
-            problems = [str(line) for (line,) in connection.execute("PRAGMA quick_check")]
-            if problems != ["ok"]:
-                raise self._refusal(
-                    ErrorCode.STORE_UNREADABLE,
-                    f"{path} is damaged ({problems[0]}); it was left untouched",
-                )
-
-    def _unreadable(self, error: sqlite3.DatabaseError) -> Refusal:
-        # A failing disk can make SQLite call a sound file "malformed" (its view of the
-        # -wal went stale when a write failed): only a file the OS reads back whole is
-        # called damaged, which sends the user to a backup.
-        failed = read_failure(self.path, self.path.with_name(self.path.name + "-wal"))
-        if failed is not None:
-            return os_failure(self._refusal, *failed, NOTHING_CHANGED)
-        return self._refusal(
-            ErrorCode.STORE_UNREADABLE,
-            f"{self.path} is not an intact {self.schema.what} ({error}); it was left untouched",
-        )
-
-    # -- the one transaction helper ---------------------------------------------------
+        self.path: Path = self._file.path
+        self.workspace: Path = self._file.workspace
 
     def transaction(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         """Run `operation` in one BEGIN IMMEDIATE transaction: commit, or roll back on anything."""
-        return self._run(operation, begin="BEGIN IMMEDIATE")
+        return self._file.guarded(transaction, operation, "BEGIN IMMEDIATE")
 
     def snapshot(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         """Run read-only `operation` in one read transaction (a consistent snapshot, no lock)."""
-        return self._run(operation, begin="BEGIN")
-
-    def _run(self, operation: Callable[[sqlite3.Connection], T], *, begin: str | None) -> T:
-        connection = self._connection
-        with self._lock:
-            committing = False
-            try:
-                if connection.in_transaction:
-                    # Backstop: an interrupt that escaped the rollback below (a third
-                    # signal landing between its retries) left the last transaction
-                    # open. Nothing of it was committed: it is rolled back first.
-                    connection.execute("ROLLBACK")
-                # BEGIN is inside the try: a Ctrl-C that lands while it waits for the
-                # lock, or right after it succeeds, still reaches the rollback below.
-                if begin is not None:
-                    connection.execute(begin)
-                    self._check_identity()
-                result = operation(connection)
-                if connection.in_transaction:
-                    committing = True
-                    connection.execute("COMMIT")
-                return result
-            except BaseException as error:
-                # Python raises a pending signal at the next check between bytecodes: a
-                # second Ctrl-C, or SIGTERM turned into KeyboardInterrupt, can land here.
-                # On entry to a helper function it would escape before any try and leave
-                # the transaction open, holding the write lock against every other
-                # process. So the retry loop is inline and its try holds only the C
-                # call; whatever interrupts it, the rollback is tried again, and the
-                # first error is the one raised.
-                while True:
-                    try:
-                        if connection.in_transaction:
-                            connection.execute("ROLLBACK")
-                        break
-                    except sqlite3.Error:
-                        break  # the connection is unusable; SQLite ends its transaction
-                    except BaseException:  # a second interrupt: roll back all the same
-                        continue
-                if isinstance(error, sqlite3.DatabaseError) and _is_unreadable(error):
-                    raise self._unreadable(error) from None
-                failure = transaction_failure(self._refusal, self.path, error, committing)
-                if failure is not None:
-                    raise failure from None
-                raise
-
-    def _check_identity(self) -> None:
-        """Refuse to go on if the state folder or the file is no longer the one opened.
-
-        SQLite keeps the descriptors it opened, whatever happens to the names. After
-        a swap (a backup restored with `os.replace`, the folder moved away and a
-        symlink left in its place, a second hard link) this connection would go on
-        writing to the old file (deleted, or somewhere else, maybe outside the
-        workspace) while every process that opens the path now gets another board:
-        two boards, and a task can be claimed on each. The check runs inside the
-        transaction, after BEGIN, so a lock wait of any length cannot hide a swap
-        that happened before this transaction started. The folder is checked with
-        lstat first, because lstat of the file follows a symlink in its parent.
-        """
-        folder = self.path.parent
-        try:
-            folder_now = os.lstat(folder)
-            now = os.lstat(self.path)
-        except FileNotFoundError:
-            raise self._refusal(
-                ErrorCode.UNSAFE_STORE_PATH, f"{self.path} was removed while open"
-            ) from None
-        if stat.S_ISLNK(folder_now.st_mode) or _identity(folder_now) != self._folder_identity:
-            raise self._refusal(
-                ErrorCode.UNSAFE_STORE_PATH,
-                f"{folder} is no longer the state folder this {self.schema.what} opened"
-                " (moved, replaced or made a symbolic link); open it again",
-            )
-        if _identity(now) != self._identity or now.st_nlink != 1:
-            raise self._refusal(
-                ErrorCode.UNSAFE_STORE_PATH,
-                f"{self.path} is no longer the file this {self.schema.what} opened"
-                " (replaced, moved or linked); open it again",
-            )
-
-    def _state_folder_identity(self) -> tuple[int, int]:
-        folder = self.path.parent
-        info = os.lstat(folder)
-        if not stat.S_ISDIR(info.st_mode):  # swapped since paths.py checked it
-            raise self._refusal(ErrorCode.UNSAFE_STORE_PATH, f"{folder} changed while opening")
-        return _identity(info)
+        return self._file.guarded(transaction, operation, "BEGIN")
 
     def data_version(self) -> int:
-        """A number that changes whenever another connection commits to this file.
-
-        SQLite keeps it per connection, so it is a cheap way to notice the work of
-        other processes (a new task, a completion, a message) without reading any row.
-        """
-        with self._lock:
-            try:
-                (version,) = self._connection.execute("PRAGMA data_version").fetchone()
-            except sqlite3.Error as error:
-                failure = sqlite_failure(self._refusal, self.path, error, NOTHING_CHANGED)
-                if failure is None:
-                    raise
-                raise failure from None
-        return int(version)
+        """A number that changes whenever another connection commits to this file."""
+        return self._file.data_version()
 
     def hold_exclusive(self, key: str) -> ExclusiveHold:
-        """Hold `<state folder>/<key>.lock` until released or until this process ends.
-
-        The kernel drops the lock when the process dies, even by kill -9, so holding
-        it means "a live process holds this key". A key held by anyone else is
-        refused at once with the refusal code `already_held`.
-        """
-        if not _LOCK_KEY.fullmatch(key):
-            raise ValueError(f"not a lock key: {key!r}")
-        path = safe_state_file(self.workspace, f"{key}.lock", self._refusal)
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-        try:
-            descriptor = os.open(path, flags, 0o600)
-        except OSError as error:
-            raise os_failure(self._refusal, path, error, "nothing was held") from None
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(descriptor)
-            raise self._refusal("already_held", f"{key} is held by another live process") from None
-        except OSError as error:
-            os.close(descriptor)
-            raise os_failure(self._refusal, path, error, "nothing was held") from None
-        except BaseException:
-            os.close(descriptor)
-            raise
-        return ExclusiveHold(key, descriptor)
+        """Hold `<state folder>/<key>.lock` while this process lives (see StateFile)."""
+        return self._file.hold_exclusive(key)
 
     @property
     def total_changes(self) -> int:
         """Rows this connection has changed since it opened (proves "zero writes")."""
-        with self._lock:
-            return self._connection.total_changes
+        return self._file.total_changes
 
     def close(self) -> None:
         """Close the connection; the file stays for the next opener."""
-        with self._lock:
-            self._connection.close()
-
-
-class ExclusiveHold:
-    """A held lock file; `release()` (or the end of the process) lets it go."""
-
-    def __init__(self, key: str, descriptor: int) -> None:
-        self.key = key
-        self._descriptor: int | None = descriptor
-
-    def release(self) -> None:
-        """Let the lock go (idempotent)."""
-        if self._descriptor is not None:
-            os.close(self._descriptor)  # closing the file drops the flock
-            self._descriptor = None
-
-
-def _identity(info: os.stat_result) -> tuple[int, int]:
-    return info.st_dev, info.st_ino
-
-
-def _is_unreadable(error: sqlite3.DatabaseError) -> bool:
-    code = getattr(error, "sqlite_errorcode", None) or 0
-    return code & 0xFF in _UNREADABLE_CODES or str(error).startswith(_UNDECODABLE_TEXT)
+        self._file.close()

@@ -19,7 +19,7 @@ from typing import Any, Final, TypeVar
 
 from agent17.domain import Clock, IdFactory, TaskError, check_lease_seconds, require_utc, utc_now
 from agent17.store.board import TaskBoard
-from agent17.store.database import Schema, StateDatabase
+from agent17.store.database import StateDatabase
 from agent17.store.engine import (
     BoardSql,
     Constraint,
@@ -30,6 +30,7 @@ from agent17.store.engine import (
 )
 from agent17.store.paths import TASK_DB_NAME
 from agent17.store.rules import Edge, lease_end, unreadable
+from agent17.store.state_file import Schema
 
 BOARD_SCHEMA: Final = Schema(
     package="agent17.store",

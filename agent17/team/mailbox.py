@@ -36,7 +36,8 @@ from types import TracebackType
 from typing import Any, Final, Protocol, TypeVar, cast
 
 from agent17.domain import Refusal, name_problem, preview, text_problem
-from agent17.store.database import ExclusiveHold, Schema, StateDatabase
+from agent17.store.database import StateDatabase
+from agent17.store.state_file import ExclusiveHold, Schema
 from agent17.team.message_rows import (
     MAX_DELIVERIES,
     DeadLetter,
