@@ -394,7 +394,18 @@ def test_another_schema_version_is_refused_and_left_as_it_is(board: PostgresBoar
         connection.execute("UPDATE task_metadata SET value = '99' WHERE key = 'schema_version'")
     before = catalog(board)
     error = raises_code("schema_version_mismatch", board.raw_store)
-    assert "'99'" in str(error) and "'1'" in str(error)
+    assert "'99'" in str(error) and "'2'" in str(error)
+    assert catalog(board) == before
+
+
+def test_a_version_1_board_is_refused_with_both_versions_named(board: PostgresBoard) -> None:
+    # Version 1 had no board functions: this agent17 cannot run its operations there.
+    board.store().create_task("A")
+    with board.connection() as connection:
+        connection.execute("UPDATE task_metadata SET value = '1' WHERE key = 'schema_version'")
+    before = catalog(board)
+    error = raises_code("schema_version_mismatch", board.raw_store)
+    assert "schema version '1'; this agent17 needs '2'" in str(error)
     assert catalog(board) == before
 
 

@@ -418,12 +418,15 @@ def test_show_source_prints_the_packages_own_code_highlighted() -> None:
 
 def test_sql_on_screen_has_no_error_boxes_on_either_engines_dialect() -> None:
     # The generic SQL lexer boxed PostgreSQL's $$ quoting in red, like a syntax error.
-    from agent17.store import pg_statements, sqlite
+    from agent17.store import sqlite
     from agent17.viz.source import show_source
 
     schema = (Path(sqlite.__file__).parent / "postgres_schema.sql").read_text()
-    lock_board = schema[schema.index("CREATE FUNCTION lock_board()") :].split("$$;", 1)[0] + "$$;"
-    for sql in (lock_board, pg_statements.CLAIM_NEXT_SQL, sqlite.CLAIM_NEXT_SQL):
+
+    def function(name: str) -> str:
+        return schema[schema.index(f"CREATE FUNCTION {name}(") :].split("$$;", 1)[0] + "$$;"
+
+    for sql in (function("lock_board"), function("claim_next"), sqlite.CLAIM_NEXT_SQL):
         html = show_source(sql)._repr_html_()
         assert "solid #F00" not in html, sql
         assert "UPDATE" in html or "CREATE" in html

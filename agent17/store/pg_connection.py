@@ -53,6 +53,7 @@ from agent17.store.pg_transaction import (
     ConnectionLost,
     ConstraintViolation,
     OutcomeUnknown,
+    Params,
     PgTransaction,
     Row,
 )
@@ -290,17 +291,29 @@ class PgDatabase:
     # -- the one transaction helper -----------------------------------------------------
 
     def transaction(
-        self, operation: Callable[[PgTransaction], T], *, opening: str | None = None
+        self,
+        operation: Callable[[PgTransaction], T],
+        *,
+        opening: str | None = None,
+        params: Params = None,
     ) -> T:
         """Run `operation` in one transaction: commit, or roll back on anything.
 
-        `opening`, a statement without parameters, goes with the BEGIN in one message
-        (one round trip less); its first row is `tx.opened`.
+        `opening`, one statement (its `params` bound in the client), goes with the
+        BEGIN in one message (one round trip less); its rows are `tx.rows`. A whole
+        operation can be the opening (a server-side function): the COMMIT follows
+        once `operation` has read its rows, so an interrupt before then, or a
+        refusal, still rolls it back.
         """
-        return self._run(operation, retry=True, opening=opening)
+        return self._run(operation, retry=True, opening=opening, params=params)
 
     def _run(
-        self, operation: Callable[[PgTransaction], T], *, retry: bool, opening: str | None = None
+        self,
+        operation: Callable[[PgTransaction], T],
+        *,
+        retry: bool,
+        opening: str | None = None,
+        params: Params = None,
     ) -> T:
         with self._lock:
             reconnected = False
@@ -315,7 +328,7 @@ class PgDatabase:
                 try:
                     # BEGIN is inside the try: an interrupt while it waits, or right after,
                     # still reaches the clean-up below.
-                    tx.begin(opening)
+                    tx.begin(opening, params)
                     result = operation(tx)
                     tx.commit()
                     return result

@@ -9,7 +9,7 @@ by aborting the transaction, a refusal with a code).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import psycopg
 
 Row = tuple[Any, ...]
+Params = Sequence[Any] | Mapping[str, Any] | None
 Translate = Callable[[Exception, "psycopg.Connection[Row]"], Exception]
 
 _WRITES: Final = frozenset({"INSERT", "UPDATE", "DELETE"})
@@ -65,23 +66,31 @@ class PgTransaction:
         self.began = False
         self.opened: Row | None = None
         """The first row of the statement sent with BEGIN, if there was one."""
+        self.columns: list[str] = []
+        self.rows: list[Row] = []
         self.commit_sent = False
         self.changes = 0
         """Rows written by this transaction's INSERT, UPDATE and DELETE statements."""
 
-    def begin(self, opening: str | None = None) -> None:
-        """BEGIN, and `opening` with it in one message (simple query: no parameters)."""
+    def begin(self, opening: str | None = None, params: Params = None) -> None:
+        """BEGIN, and `opening` with it in one message: a simple query, so `params` are
+        bound in the client (quoted by the driver). `rows` are its rows, `opened` the first.
+        """
+        if opening is not None and params:
+            opening = self._driver.ClientCursor(self._connection).mogrify(opening, params)
         cursor = self._send(BEGIN if opening is None else f"{BEGIN}; {opening}")
         self.began = True
         if opening is not None:
             cursor.nextset()  # past BEGIN's empty result
-            self.opened = cursor.fetchone()
+            self.columns = [column.name for column in cursor.description or ()]
+            self.rows = cursor.fetchall()
+            self.opened = self.rows[0] if self.rows else None
 
     def commit(self) -> None:
         self.commit_sent = True
         self._send("COMMIT")
 
-    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+    def execute(self, sql: str, params: Params = None) -> Any:
         """Run one statement; returns the cursor (fetchone/fetchall)."""
         cursor = self._send(sql, params)
         if cursor.statusmessage and cursor.statusmessage.split(" ", 1)[0] in _WRITES:
@@ -98,7 +107,7 @@ class PgTransaction:
         """A nested transaction: undone if its block raises (always, with `rollback`)."""
         return _Savepoint(self, rollback)
 
-    def _send(self, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Any:
+    def _send(self, sql: str, params: Params = None) -> Any:
         try:
             return self._connection.execute(sql, params)
         except self._driver.Error as error:

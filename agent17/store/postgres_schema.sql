@@ -1,4 +1,5 @@
--- agent17 task board on PostgreSQL, schema version 1. Run whole, in one transaction,
+-- agent17 task board on PostgreSQL, schema version 2 (version 1 boards had no
+-- server-side operations and are refused by the version check). Run whole, in one transaction,
 -- with search_path set to the board's own schema (names here are unqualified, so the
 -- same file also builds the throwaway reference the open check compares against).
 -- The rules are the SQLite board's (schema.sql), kept by the database itself so that
@@ -11,7 +12,7 @@ CREATE TABLE task_metadata (
     key   text PRIMARY KEY,
     value text NOT NULL
 );
-INSERT INTO task_metadata (key, value) VALUES ('schema_version', '1');
+INSERT INTO task_metadata (key, value) VALUES ('schema_version', '2');
 
 -- The board lock: every writer holds this transaction-level advisory lock from its
 -- first statement to its commit, so claims, completions and the event log are in
@@ -238,3 +239,204 @@ CREATE TRIGGER tasks_log_every_transition
     FOR EACH ROW
     WHEN (NEW.status IS DISTINCT FROM OLD.status)
     EXECUTE FUNCTION log_transition();
+
+-- The board operations of the hot path, each one server-side function, sent with its
+-- BEGIN in one message: the store's COMMIT follows once it has checked the rows (an
+-- interrupt before then still rolls everything back). Each takes the board lock and
+-- the one clock, returns run-out leases to pending, then does its work, the
+-- statements an operation of the board runs one by one on another engine. What they
+-- return, board_row, is one row per task in three parts: 'rows' (what the operation
+-- wrote or found), 'then' (the dependents a completion released), 'explained' (the
+-- task as it is, when the operation did nothing: what a refusal says); or, when there
+-- is none of those, one 'now' row. Every row carries the operation's clock.
+CREATE TYPE board_row AS (
+    part                        text,
+    at_utc                      timestamptz,
+    sequence                    bigint,
+    id                          text,
+    subject                     text,
+    description                 text,
+    status                      text,
+    owner                       text,
+    unmet_dependencies          integer,
+    claim_token                 text,
+    lease_expires_at_utc        timestamptz,
+    -- The task's edges in position order: [sequence, [id, status]] per edge,
+    -- [sequence, null] when the target row is missing.
+    edges                       json,
+    -- For a refusal of a token: the claim the token history says it was issued for.
+    issued_task_sequence        bigint,
+    issued_owner                text,
+    issued_lease_expires_at_utc timestamptz
+);
+
+-- plpgsql, like every helper here: it keeps its plans for the session, where a plain
+-- SQL function called from a function is planned again on every call. The target of
+-- each edge is a primary-key lookup, never a scan of the board.
+CREATE FUNCTION row_of(part text, at timestamptz, t tasks, issued task_events DEFAULT NULL)
+    RETURNS board_row
+    LANGUAGE plpgsql STABLE SET search_path FROM CURRENT
+    AS $$
+BEGIN
+    RETURN (part, at, t.sequence, t.id, t.subject, t.description, t.status, t.owner,
+            t.unmet_dependencies, t.claim_token, t.lease_expires_at_utc,
+            (SELECT coalesce(json_agg(json_build_array(
+                        d.dependency_sequence,
+                        (SELECT json_build_array(dep.id, dep.status) FROM tasks AS dep
+                          WHERE dep.sequence = d.dependency_sequence)) ORDER BY d.position),
+                        '[]')
+               FROM task_dependencies AS d WHERE d.task_sequence = t.sequence),
+            issued.task_sequence, issued.owner, issued.lease_expires_at_utc)::board_row;
+END
+$$;
+
+-- Lock, clock, release: the start of every operation. `at` is the injected clock's
+-- reading, or NULL for the server's, read once the lock is held.
+CREATE FUNCTION open_board(at timestamptz) RETURNS timestamptz
+    LANGUAGE plpgsql SET search_path FROM CURRENT
+    AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(board_lock_key());
+    RETURN release_expired(coalesce(at, clock_timestamp()));
+END
+$$;
+
+-- Take `target` (read under the lock) for `new_owner`: the trigger logs the claimed
+-- event and refuses a token that was ever issued before.
+CREATE FUNCTION take(target tasks, at timestamptz, lease interval, new_owner text, token text)
+    RETURNS board_row
+    LANGUAGE plpgsql SET search_path FROM CURRENT
+    AS $$
+BEGIN
+    UPDATE tasks
+       SET status = 'in_progress', owner = new_owner, claim_token = token,
+           changed_at_utc = at, lease_expires_at_utc = at + lease
+     WHERE sequence = target.sequence
+    RETURNING * INTO target;
+    RETURN row_of('rows', at, target);
+END
+$$;
+
+-- The first ready task in creation order (a seek on tasks_ready), taken.
+CREATE FUNCTION claim_next(clock timestamptz, lease interval, new_owner text, token text)
+    RETURNS SETOF board_row
+    LANGUAGE plpgsql SET search_path FROM CURRENT
+    AS $$
+DECLARE
+    at timestamptz := open_board(clock);
+    target tasks;
+BEGIN
+    SELECT * INTO target FROM tasks
+     WHERE status = 'pending' AND unmet_dependencies = 0
+     ORDER BY sequence LIMIT 1;
+    IF FOUND THEN
+        RETURN NEXT take(target, at, lease, new_owner, token);
+    ELSE
+        RETURN NEXT row_of('now', at, NULL);
+    END IF;
+END
+$$;
+
+-- One named task, taken if it is ready; else explained as it is.
+CREATE FUNCTION claim_task(clock timestamptz, lease interval, task_id text, new_owner text,
+                           token text)
+    RETURNS SETOF board_row
+    LANGUAGE plpgsql SET search_path FROM CURRENT
+    AS $$
+DECLARE
+    at timestamptz := open_board(clock);
+    target tasks;
+BEGIN
+    SELECT * INTO target FROM tasks WHERE id = task_id;
+    IF NOT FOUND THEN
+        RETURN NEXT row_of('now', at, NULL);
+    ELSIF target.status = 'pending' AND target.unmet_dependencies = 0 THEN
+        RETURN NEXT take(target, at, lease, new_owner, token);
+    ELSE
+        RETURN NEXT row_of('explained', at, target);
+    END IF;
+END
+$$;
+
+-- The task as it is, with the claim the token history says `token` was issued for.
+CREATE FUNCTION refused(at timestamptz, task_id text, token text)
+    RETURNS board_row
+    LANGUAGE plpgsql SET search_path FROM CURRENT
+    AS $$
+DECLARE
+    target tasks;
+    issued task_events;
+BEGIN
+    SELECT * INTO target FROM tasks WHERE id = task_id;
+    IF NOT FOUND THEN
+        RETURN row_of('now', at, NULL);
+    END IF;
+    SELECT * INTO issued FROM task_events AS e WHERE e.kind = 'claimed' AND e.claim_token = token;
+    RETURN row_of('explained', at, target, issued);
+END
+$$;
+
+-- Complete a task its owner holds with the current token, then one unmet dependency
+-- fewer for each of its dependents (a count that would go below zero fails its check).
+CREATE FUNCTION complete_task(clock timestamptz, task_id text, holder text, token text)
+    RETURNS SETOF board_row
+    LANGUAGE plpgsql SET search_path FROM CURRENT
+    AS $$
+DECLARE
+    at timestamptz := open_board(clock);
+    done tasks;
+    dependent tasks;
+BEGIN
+    UPDATE tasks
+       SET status = 'completed', claim_token = NULL,
+           changed_at_utc = at, lease_expires_at_utc = NULL
+     WHERE id = task_id AND status = 'in_progress' AND owner = holder AND claim_token = token
+    RETURNING * INTO done;
+    IF NOT FOUND THEN
+        RETURN NEXT refused(at, task_id, token);
+        RETURN;
+    END IF;
+    RETURN NEXT row_of('rows', at, done);
+    FOR dependent IN
+        UPDATE tasks SET unmet_dependencies = unmet_dependencies - 1
+         WHERE sequence IN (SELECT task_sequence FROM task_dependencies
+                             WHERE dependency_sequence = done.sequence)
+        RETURNING *
+    LOOP
+        RETURN NEXT row_of('then', at, dependent);
+    END LOOP;
+END
+$$;
+
+-- The task if `holder` holds it with `token` (the fence of an effect), else explained.
+CREATE FUNCTION verify_claim(clock timestamptz, task_id text, holder text, token text)
+    RETURNS SETOF board_row
+    LANGUAGE plpgsql SET search_path FROM CURRENT
+    AS $$
+DECLARE
+    at timestamptz := open_board(clock);
+    held tasks;
+BEGIN
+    SELECT * INTO held FROM tasks
+     WHERE id = task_id AND status = 'in_progress' AND owner = holder AND claim_token = token;
+    IF FOUND THEN
+        RETURN NEXT row_of('rows', at, held);
+    ELSE
+        RETURN NEXT refused(at, task_id, token);
+    END IF;
+END
+$$;
+
+-- One task by id, or none.
+CREATE FUNCTION get_task(clock timestamptz, task_id text)
+    RETURNS SETOF board_row
+    LANGUAGE plpgsql SET search_path FROM CURRENT
+    AS $$
+DECLARE
+    at timestamptz := open_board(clock);
+    target tasks;
+BEGIN
+    SELECT * INTO target FROM tasks WHERE id = task_id;
+    RETURN NEXT row_of(CASE WHEN FOUND THEN 'rows' ELSE 'now' END, at, target);
+END
+$$;
