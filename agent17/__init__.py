@@ -5,7 +5,7 @@ The names of the public contract (CONTRACT.md), plus the few the notebooks use.
 
 from typing import TYPE_CHECKING, Any
 
-from agent17.claims import DirectTaskClaimService, ToolContext
+from agent17.claims import DirectTaskClaimService, ToolContext, WorkStealingRuntime
 from agent17.domain import (
     ErrorCode,
     EventKind,
@@ -26,7 +26,6 @@ from agent17.tools.task_tools import (
     register_teammate_leased_task_tools,
 )
 from agent17.wire import claim_payload, task_payload
-from agent17.work_stealing import WorkStealingRuntime
 
 if TYPE_CHECKING:
     from agent17.store.postgres import PostgresTaskStore

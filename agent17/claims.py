@@ -1,17 +1,24 @@
-"""Who is calling: the claim service turns a caller's identity into the task owner.
+"""Who claims: the claim service, and the shared board a team's members work from.
 
 An `owner` field in tool input is never trusted (the input models forbid it);
 the owner is always `ToolContext.identity`, so a model can only claim and
 complete as itself, and automatic claims go through the same boundary.
+
+`WorkStealingRuntime` is built once in the composition root and handed to the
+Lead, the one-shot subagent and every teammate, so that all of them read and
+write one board; a teammate's `tick()` claims through its `claim_service`.
+The task tools are built from it (`tools/task_tools.py`); it knows no tools.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Protocol, runtime_checkable
 
-from agent17.domain import Task, TaskClaim, TaskCompletion
+from agent17.domain import TaskClaim, TaskCompletion
+from agent17.store.contract import TaskStore
+
+DEFAULT_POLL_INTERVAL_SECONDS = 5.0
+DEFAULT_MAX_IDLE_POLLS = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,35 +33,10 @@ class ToolContext:
     idempotency_key: str | None = None
 
 
-@runtime_checkable
-class LeasedTaskStore(Protocol):
-    """What the chapter needs of a task store (SqliteTaskStore is the implementation)."""
-
-    def create_task(
-        self, subject: str, description: str = "", blocked_by: tuple[str, ...] | list[str] = ()
-    ) -> Task: ...
-
-    def get_task(self, task_id: str) -> Task: ...
-
-    def list_tasks(self) -> list[Task]: ...
-
-    def claim_task(self, task_id: str, owner: str) -> TaskClaim: ...
-
-    def claim_next(self, owner: str) -> TaskClaim | None: ...
-
-    def complete_task(self, task_id: str, owner: str, claim_token: str) -> TaskCompletion: ...
-
-    def verify_claim(self, task_id: str, owner: str, claim_token: str) -> TaskClaim: ...
-
-    def next_lease_expiry(self) -> datetime | None: ...
-
-    def data_version(self) -> int: ...
-
-
 class DirectTaskClaimService:
     """The default claim service: the caller's identity is the owner, nothing else."""
 
-    def __init__(self, store: LeasedTaskStore) -> None:
+    def __init__(self, store: TaskStore) -> None:
         self.store = store
 
     def claim_task(self, task_id: str, context: ToolContext) -> TaskClaim:
@@ -72,3 +54,38 @@ class DirectTaskClaimService:
     def verify_claim(self, claim: TaskClaim, context: ToolContext) -> TaskClaim:
         """The claim again if the caller still holds it (owner, token, lease); else a TaskError."""
         return self.store.verify_claim(claim.task.id, context.identity, claim.claim_token)
+
+
+class WiringError(ValueError):
+    """The parts were put together wrongly (two stores, wrong order, twice configured)."""
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class WorkStealingRuntime:
+    """The shared board of a team: store, claim service and poll settings."""
+
+    store: TaskStore
+    claim_service: DirectTaskClaimService
+    poll_interval_seconds: float
+    max_idle_polls: int
+
+    def __init__(
+        self,
+        *,
+        store: TaskStore,
+        claim_service: DirectTaskClaimService | None = None,
+        poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS,
+        max_idle_polls: int = DEFAULT_MAX_IDLE_POLLS,
+    ) -> None:
+        service = claim_service if claim_service is not None else DirectTaskClaimService(store)
+        # Catch "the Lead writes database A while teammates scan database B" at wiring time.
+        if service.store is not store:
+            raise WiringError("the claim service must use the very same store object")
+        if poll_interval_seconds <= 0:
+            raise WiringError("poll_interval_seconds must be positive")
+        if max_idle_polls < 1:
+            raise WiringError("max_idle_polls must be at least 1")
+        object.__setattr__(self, "store", store)
+        object.__setattr__(self, "claim_service", service)
+        object.__setattr__(self, "poll_interval_seconds", float(poll_interval_seconds))
+        object.__setattr__(self, "max_idle_polls", int(max_idle_polls))

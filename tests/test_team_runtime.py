@@ -12,6 +12,7 @@ from store_fixtures import new_store
 from team_fixtures import Team, lead_context, request_id, team
 
 from agent17 import TaskStatus, ToolContext, WorkStealingRuntime
+from agent17.claims import WiringError
 from agent17.team.mailbox import Mailbox
 from agent17.team.plans import PlanStatus
 from agent17.team.protocol import ShutdownResponse, TeamProtocol, TextMessage
@@ -19,7 +20,6 @@ from agent17.team.runtime import TeamError, TeammateRuntime, TeammateStateError
 from agent17.team.sleepers import EventSleeper, ManualSleeper, ScriptedSleeper, SleepCall
 from agent17.team.teammate import TickKind
 from agent17.tools.team_tools import lead_team_tool_definitions, teammate_team_tool_definitions
-from agent17.work_stealing import WiringError
 
 WAIT = 10.0  # a safety net for a broken test, never the thing that orders events
 

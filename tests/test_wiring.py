@@ -16,7 +16,7 @@ from agent17 import (
     register_leased_task_tools,
     register_teammate_leased_task_tools,
 )
-from agent17.work_stealing import WiringError
+from agent17.claims import WiringError
 
 
 @pytest.fixture

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from agent17.claims import DirectTaskClaimService, LeasedTaskStore, ToolContext
+from agent17.claims import DirectTaskClaimService, ToolContext
 from agent17.deterministic import ManualClock, uuid_sequence
 from agent17.domain import ErrorCode, TaskError
 from agent17.exercises._bounded import CheckResult
 from agent17.exercises.team import PassCase, real_pass
 from agent17.racelab.lab import run_json_race, run_sqlite_race
+from agent17.store.contract import TaskStore
 from agent17.store.sqlite import SqliteTaskStore
 from agent17.team.teammate import TickKind
 
@@ -175,7 +176,7 @@ def _observe_heartbeat(folder: Path) -> str:
         # What the fence of every effectful tool asks: does the question move the lease?
         seen = store.verify_claim(a.id, "alice", claim.claim_token)
         moved = seen.lease_expires_at_utc != claim.lease_expires_at_utc
-    renews = any("renew" in name or "heartbeat" in name for name in dir(LeasedTaskStore))
+    renews = any("renew" in name or "heartbeat" in name for name in dir(TaskStore))
     return "a" if moved else ("b" if renews else "d")
 
 

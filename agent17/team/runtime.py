@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable
 from types import TracebackType
 
+from agent17.claims import WiringError, WorkStealingRuntime
 from agent17.domain import Refusal, TaskStatus, completed_ids, is_ready
 from agent17.team.idle_loop import run_idle_loop
 from agent17.team.mailbox import TeamMailbox
@@ -28,7 +29,6 @@ from agent17.team.registry import TeamError, TeamRegistry, require_teammate_name
 from agent17.team.simulation import SimulatedTime
 from agent17.team.sleepers import EventSleeper, Sleeper, WatcherFactory
 from agent17.team.teammate import Teammate, TeammateAgent, TickOutcome
-from agent17.work_stealing import WiringError, WorkStealingRuntime
 
 AgentFactory = Callable[[str], TeammateAgent]
 """Builds the agent of the teammate with the given name."""

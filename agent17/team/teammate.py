@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from agent17.claims import WorkStealingRuntime
 from agent17.domain import TaskClaim
 from agent17.team.mailbox import DamagedMessage, Envelope, MailboxTransaction
 from agent17.team.message_rows import DeadLetter
@@ -48,7 +49,6 @@ from agent17.team.protocol import (
 )
 from agent17.team.registry import TeamRegistry
 from agent17.wire import claim_payload, wire_clock
-from agent17.work_stealing import WorkStealingRuntime
 
 
 class AgentReply(Protocol):
