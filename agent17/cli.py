@@ -237,10 +237,12 @@ def print_board(
     store: str | None = None,
 ) -> int:
     """Print the board of `workspace` (or at `store`) without creating one where none exists."""
-    from agent17.team.workplace import board_exists, open_board, parse_store_url
+    from agent17.team.state import BoardOptions
+    from agent17.team.workplace import parse_store_url, team_engine
 
     location = parse_store_url(store)
-    if not board_exists(location, workspace):
+    engine = team_engine(location)
+    if not engine.board_exists(workspace):
         database = workspace / STATE_DIRNAME / TASK_DB_NAME
         where = (
             f"{location.shown()}"
@@ -251,7 +253,7 @@ def print_board(
         return 2
     from agent17.viz.dag import active_leases, board_dot, board_table
 
-    with open_board(location, workspace) as board:
+    with engine.open_board(workspace, BoardOptions()) as board:
         tasks = board.list_tasks()
         leases = active_leases(board.events())
     if output_format == "json":

@@ -37,11 +37,10 @@ from agent17.agent.models import minimal_scenario_lead_script, teammate_script
 from agent17.bootstrap import Team, TeamSettings, build_team
 from agent17.deterministic import uuid_sequence
 from agent17.domain import EventKind, Task, TaskEvent, TaskStatus, completed_ids, waiting_for
-from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
 from agent17.team.protocol import ShutdownResponse, TextMessage
 from agent17.team.simulation import SimulatedTime
 from agent17.team.teammate import TickKind, TickOutcome
-from agent17.team.workplace import StoreLocation, board_exists, parse_store_url
+from agent17.team.workplace import StoreLocation, board_in_the_way, parse_store_url
 from agent17.viz.dag import active_leases, board_table
 from agent17.viz.replay import describe_event
 from agent17.wire import wire_clock
@@ -249,22 +248,16 @@ def run_demo(workspace: Path | None, out: TextIO, *, store: str | None = None) -
     (it must hold no board yet); the workspace still holds each host's own records.
     """
     location = parse_store_url(store)
-    if location.on_postgres and board_exists(location, workspace or Path(".")):
+    taken = board_in_the_way(location, workspace)
+    if taken is not None:
         # The demo's ids are fixed; a second story on the same board would be a different one.
         print(
-            f"agent17: {location.shown()} already has a task board; the demo needs a fresh"
-            " database",
+            f"agent17: {taken} already has a task board; the demo needs a fresh one",
             file=sys.stderr,
         )
         return 2
     if workspace is None:
         workspace = Path(tempfile.mkdtemp(prefix="agent17-demo-"))
-    elif not location.on_postgres and (workspace / STATE_DIRNAME / TASK_DB_NAME).exists():
-        print(
-            f"agent17: {workspace} already has a task board; the demo needs a fresh workspace",
-            file=sys.stderr,
-        )
-        return 2
     simulation = SimulatedTime()
     story = _Story(out)
     out.write(

@@ -29,13 +29,12 @@ from typing import IO, TextIO
 
 from agent17.deterministic import uuid_sequence
 from agent17.domain import EventKind, TaskEvent, TaskStatus, utc_now
-from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
+from agent17.store.board import TaskBoard
 from agent17.team.protocol import ShutdownResponse, TeamProtocol, TextMessage
 from agent17.team.registry import TeamRegistry
 from agent17.team.workplace import (
-    TaskBoard,
-    Workplace,
-    board_exists,
+    board_in_the_way,
+    open_team_state,
     parse_store_url,
     real_workspace,
 )
@@ -106,22 +105,18 @@ def run_process_demo(workspace: Path | None, out: TextIO, *, store: str | None =
     the mailbox; each teammate process is started with the same `--store`.
     """
     location = parse_store_url(store)
-    if location.on_postgres and board_exists(location, workspace or Path(".")):
+    taken = board_in_the_way(location, workspace)
+    if taken is not None:
+        # The demo's ids are fixed; a second story on the same board would be a different one.
         print(
-            f"agent17: {location.shown()} already has a task board; the demo needs a fresh one",
+            f"agent17: {taken} already has a task board; the demo needs a fresh one",
             file=sys.stderr,
         )
         return 2
     if workspace is None:
         workspace = Path(tempfile.mkdtemp(prefix="agent17-demo-processes-"))
-    elif not location.on_postgres and (workspace / STATE_DIRNAME / TASK_DB_NAME).exists():
-        print(
-            f"agent17: {workspace} already has a task board; the demo needs a fresh workspace",
-            file=sys.stderr,
-        )
-        return 2
-    workplace = Workplace.open(location, workspace, new_task_id=uuid_sequence(17))
-    board, mailbox = workplace.store, workplace.mailbox
+    state = open_team_state(location, workspace, new_task_id=uuid_sequence(17))
+    board, mailbox = state.store, state.mailbox
     protocol = TeamProtocol(mailbox)
     registry = TeamRegistry(mailbox)
     lock = threading.Lock()
@@ -199,7 +194,7 @@ def run_process_demo(workspace: Path | None, out: TextIO, *, store: str | None =
             if process.poll() is None:
                 process.kill()
                 process.wait()
-        workplace.close()
+        state.close()
 
 
 def _now() -> str:

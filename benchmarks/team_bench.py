@@ -416,11 +416,10 @@ class WakeEngine:
 
     def open(self, workspace: Path) -> tuple[Any, Any]:
         """The board and the mailbox."""
-        from agent17.team.workplace import open_board, open_mailbox, parse_store_url
+        from agent17.team.workplace import open_team_state, parse_store_url
 
-        location = parse_store_url(self.url)
-        store = open_board(location, workspace)
-        return store, open_mailbox(location, workspace)
+        state = open_team_state(parse_store_url(self.url), workspace)
+        return state.store, state.mailbox
 
     def watcher(self, mailbox: Any) -> InboxWatcher | NotifyInboxWatcher:
         return InboxWatcher(mailbox) if self.dsn is None else NotifyInboxWatcher(self.dsn)

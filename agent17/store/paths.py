@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
 from agent17.domain import ErrorCode, TaskError
@@ -96,40 +97,90 @@ def check_state_file(
     return info
 
 
+@dataclass(frozen=True, slots=True)
+class StateFolder:
+    """A workspace whose state folder was resolved and checked: each state file opens in it.
+
+    Opening a team visits the workspace's checks once, here, and hands this to
+    the opener of each state file (board, mailbox, ledger, audit), which then
+    checks only its own file. It is a path (`os.fspath` gives the workspace), so
+    every opener that takes a workspace takes it.
+    """
+
+    workspace: Path
+    """The real workspace."""
+    path: Path
+    """Its real `.agent_tutorial` folder."""
+
+    @classmethod
+    def open(
+        cls, workspace: str | os.PathLike[str], refusal: RefusalFactory = TaskError
+    ) -> StateFolder:
+        """Resolve and check the workspace and its state folder (created when missing)."""
+        try:
+            return _open_folder(workspace, refusal)
+        except OSError as error:
+            raise _unusable(refusal, Path(workspace) / STATE_DIRNAME, error) from None
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.workspace)
+
+
+def _checked_text(workspace: str | os.PathLike[str], refusal: RefusalFactory) -> str:
+    text = os.fspath(workspace)  # TypeError for what is not a path at all: a wiring bug
+    if not isinstance(text, str):
+        raise TypeError(f"a workspace is a str path, not {type(text).__name__}")
+    if "\x00" in text:
+        raise refusal(ErrorCode.UNSAFE_STORE_PATH, "the workspace path contains a NUL")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # SQLite opens a file by its UTF-8 name; a surrogate (an undecodable byte
+        # of a file name, or a lone half of a pair) has none.
+        raise refusal(
+            ErrorCode.UNSAFE_STORE_PATH, f"the workspace path is not valid Unicode: {text!r}"
+        ) from None
+    return text
+
+
+def _open_folder(workspace: str | os.PathLike[str], refusal: RefusalFactory) -> StateFolder:
+    # What the OS refuses is raised as the OSError, for the caller to name its own path.
+    if isinstance(workspace, StateFolder):
+        return workspace
+    _checked_text(workspace, refusal)
+    root = resolve_workspace(workspace, refusal)
+    return StateFolder(root, state_dir(root, refusal))
+
+
+def _unusable(refusal: RefusalFactory, path: Path, error: OSError) -> Exception:
+    """The refusal for an OSError met while opening `path`, a state file or the state folder."""
+    if error.errno in UNUSABLE_PATH_ERRNOS:
+        workspace = path.parent.parent if path.name != STATE_DIRNAME else path.parent
+        return refusal(
+            ErrorCode.UNSAFE_STORE_PATH,
+            f"no state file can live in {os.fspath(workspace)!r}: {error.strerror}",
+        )
+    return os_failure(refusal, path, error, NOT_OPENED)
+
+
 def safe_state_file(
     workspace: str | os.PathLike[str], name: str, refusal: RefusalFactory = TaskError
 ) -> Path:
     """Resolve and check `<workspace>/.agent_tutorial/<name>` and its side files.
 
-    The workspace and the state folder are created when missing. A path no state
-    file can live in is `unsafe_store_path`; a machine that will not let us use
-    it (permissions, a read-only or full disk) is `store_unavailable`.
+    The workspace and the state folder are created when missing (and not checked
+    again when `workspace` is a StateFolder). A path no state file can live in is
+    `unsafe_store_path`; a machine that will not let us use it (permissions, a
+    read-only or full disk) is `store_unavailable`.
     """
     if not name or "/" in name or name.startswith("."):
         raise ValueError(f"not a plain state file name: {name!r}")
-    text = os.fspath(workspace)  # TypeError for what is not a path at all: a wiring bug
-    if isinstance(text, str):
-        if "\x00" in text:
-            raise refusal(ErrorCode.UNSAFE_STORE_PATH, "the workspace path contains a NUL")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            # SQLite opens a file by its UTF-8 name; a surrogate (an undecodable byte
-            # of a file name, or a lone half of a pair) has none.
-            raise refusal(
-                ErrorCode.UNSAFE_STORE_PATH, f"the workspace path is not valid Unicode: {text!r}"
-            ) from None
     try:
-        root = resolve_workspace(workspace, refusal)
-        path = state_dir(root, refusal) / name
-        check_state_file(path, root, refusal)
+        folder = _open_folder(workspace, refusal)
+        path = folder.path / name
+        check_state_file(path, folder.workspace, refusal)
         for suffix in SQLITE_SIDECAR_SUFFIXES:
-            check_state_file(path.with_name(name + suffix), root, refusal)
+            check_state_file(path.with_name(name + suffix), folder.workspace, refusal)
     except OSError as error:
-        if error.errno in UNUSABLE_PATH_ERRNOS:
-            raise refusal(
-                ErrorCode.UNSAFE_STORE_PATH,
-                f"no state file can live in {text!r}: {error.strerror}",
-            ) from None
-        raise os_failure(refusal, Path(text) / STATE_DIRNAME / name, error, NOT_OPENED) from None
+        raise _unusable(refusal, Path(workspace) / STATE_DIRNAME / name, error) from None
     return path
