@@ -1,0 +1,378 @@
+"""Build the browser edition: a static JupyterLite site in site/, no request off its origin.
+
+Run through ./scripts/site.sh (which makes the build's own venv first). Every
+download is pinned in scripts/site/pins.txt and cached under .site-cache/, so a
+second build needs no registry at all. The site holds:
+
+- static/pyodide/: Pyodide's core (npm), every wheel the kernel loads, and a
+  pyodide-lock.json listing exactly those wheels (Pyodide's own lock names
+  hundreds of packages this site does not ship, and its repackaged wheels do
+  not match PyPI's hashes), so the kernel starts with everything loaded and
+  never falls back to a CDN or PyPI;
+- static/pyodide/viz-global.js: Graphviz compiled to WebAssembly, which agent17's
+  pictures use where there is no `dot` program;
+- files/notebooks/: the core notebooks under the student edition's rules, and
+  files/assets/: the diagrams they read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import html
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+PINS = Path(__file__).with_name("pins.txt")
+CACHE = REPO / ".site-cache"
+SITE = REPO / "site"
+PYODIDE_PLATFORM = "pyemscripten_2026_0_wasm32"
+PYODIDE_PYTHON = "3.14"
+NEEDS_PROCESSES = "needs-processes"
+NEEDS_PROCESSES_LINE = (
+    "This cell starts OS processes or threads; it runs on a machine with Python: `./scripts/lab.sh`"
+)
+KERNEL_SETTINGS = "@jupyterlite/pyodide-kernel-extension:kernel"
+# The kernel's own wheels (the ipykernel and widgetsnbextension shims, piplite and
+# the kernel itself) ship inside the kernel's lab extension.
+KERNEL_WHEELS = "share/jupyter/labextensions/@jupyterlite/pyodide-kernel-extension/static/pypi"
+# The inputs whose change makes a new build (the test reuses a build otherwise).
+INPUTS = ("agent17", "notebooks", "assets", "scripts/site", "scripts/site.sh", "pyproject.toml")
+INPUTS_STAMP = ".build-inputs"
+
+
+class BuildError(Exception):
+    """A build step failed; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Pin:
+    kind: str
+    name: str
+    version: str
+
+
+def read_pins(path: Path = PINS) -> list[Pin]:
+    """The pinned downloads: `kind name version` lines, # comments."""
+    pins = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) != 3 or words[0] not in {"build", "npm", "wheel"}:
+            raise BuildError(f"{path}:{number}: expected 'build|npm|wheel NAME VERSION'")
+        pins.append(Pin(*words))
+    return pins
+
+
+def inputs_digest() -> str:
+    """One hash of every file the site is built from."""
+    digest = hashlib.sha256()
+    for top in INPUTS:
+        root = REPO / top
+        files = [root] if root.is_file() else sorted(root.rglob("*"))
+        for path in files:
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(REPO)).encode())
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def run(command: list[str], **kwargs: Any) -> None:
+    result = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
+    if result.returncode != 0:
+        output = result.stdout[-3000:] + result.stderr[-3000:]
+        raise BuildError(f"{' '.join(command)} failed:\n{output}")
+
+
+def download_wheels(pins: list[Pin], python: Path) -> Path:
+    """Every pinned wheel for Pyodide's platform, under .site-cache/wheels (downloaded once)."""
+    folder = CACHE / "wheels"
+    folder.mkdir(parents=True, exist_ok=True)
+    wanted = [pin for pin in pins if pin.kind == "wheel"]
+    missing = [pin for pin in wanted if not _find_wheel(folder, pin.name, pin.version)]
+    if missing:
+        run([
+            str(python), "-m", "pip", "download", "--quiet", "--no-deps",
+            "--only-binary=:all:", "--platform", PYODIDE_PLATFORM, "--platform", "any",
+            "--python-version", PYODIDE_PYTHON, "--implementation", "cp",
+            "--abi", "cp314", "--abi", "none", "-d", str(folder),
+            *[f"{pin.name}=={pin.version}" for pin in missing],
+        ])  # fmt: skip
+    return folder
+
+
+def _normal(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def _find_wheel(folder: Path, name: str, version: str) -> Path | None:
+    for wheel in folder.glob("*.whl"):
+        dist, found_version = wheel.name.split("-")[:2]
+        if _normal(dist) == _normal(name) and found_version == version:
+            return wheel
+    return None
+
+
+def download_npm(pins: list[Pin]) -> dict[str, Path]:
+    """Each pinned npm package unpacked under .site-cache/npm/NAME@VERSION/package."""
+    unpacked = {}
+    for pin in pins:
+        if pin.kind != "npm":
+            continue
+        target = CACHE / "npm" / f"{pin.name.replace('/', '+')}@{pin.version}"
+        if not (target / "package" / "package.json").exists():
+            with tempfile.TemporaryDirectory() as scratch:
+                run(["npm", "pack", "--silent", f"{pin.name}@{pin.version}"], cwd=scratch)
+                (tarball,) = Path(scratch).glob("*.tgz")
+                shutil.rmtree(target, ignore_errors=True)
+                target.mkdir(parents=True)
+                with tarfile.open(tarball) as archive:
+                    archive.extractall(target, filter="data")
+        unpacked[pin.name] = target / "package"
+    return unpacked
+
+
+def build_agent17_wheel(python: Path, folder: Path) -> Path:
+    """agent17 as a wheel, built from a copy of the sources (the tree may be busy)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        source = Path(scratch) / "agent17-src"
+        source.mkdir()
+        for name in ("pyproject.toml", "README.md", "LICENSE"):
+            shutil.copy2(REPO / name, source / name)
+        shutil.copytree(
+            REPO / "agent17", source / "agent17", ignore=shutil.ignore_patterns("__pycache__")
+        )
+        run([
+            str(python), "-m", "pip", "wheel", "--quiet", "--no-deps",
+            "--no-build-isolation", "-w", str(folder), str(source),
+        ])  # fmt: skip
+    (wheel,) = folder.glob("agent17-*.whl")
+    return wheel
+
+
+def _top_level_imports(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    tops = set()
+    for name in names:
+        first = name.split("/", 1)[0]
+        if first.endswith((".dist-info", ".data")):
+            continue
+        if "/" in name:
+            tops.add(first)
+        elif first.endswith(".py"):
+            tops.add(first[:-3])
+    return sorted(tops)
+
+
+def write_pyodide(pyodide_npm: Path, wheels: list[Path], target: Path) -> list[str]:
+    """Pyodide's core plus `wheels` and their own lock file in `target`; the package names."""
+    target.mkdir(parents=True)
+    for name in ("pyodide.mjs", "pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm",
+                 "python_stdlib.zip", "package.json"):  # fmt: skip
+        shutil.copy2(pyodide_npm / name, target / name)
+    stock = json.loads((pyodide_npm / "pyodide-lock.json").read_text(encoding="utf-8"))
+    packages = {}
+    for wheel in wheels:
+        shutil.copy2(wheel, target / wheel.name)
+        dist, version = wheel.name.split("-")[:2]
+        name = _normal(dist)
+        packages[name] = {
+            "name": name,
+            "version": version,
+            "file_name": wheel.name,
+            "install_dir": "site",
+            "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+            "package_type": "package",
+            "imports": _top_level_imports(wheel),
+            # Every package is loaded at start by name (loadPyodideOptions.packages),
+            # so no dependency needs resolving in the browser.
+            "depends": [],
+            "unvendored_tests": False,
+        }
+    lock = {"info": stock["info"], "packages": dict(sorted(packages.items()))}
+    (target / "pyodide-lock.json").write_text(json.dumps(lock, indent=1), encoding="utf-8")
+    return sorted(packages)
+
+
+def _saved_output_markdown(cell: dict[str, Any]) -> dict[str, Any]:
+    """A needs-processes cell as the student sees it in the browser: code, saved output, a line."""
+    source = "".join(cell["source"])
+    parts = [f"```python\n{source}\n```"]
+    attachments: dict[str, Any] = {}
+    for index, output in enumerate(cell.get("outputs", [])):
+        kind = output["output_type"]
+        if kind == "stream":
+            parts.append(f"```text\n{''.join(output['text']).rstrip()}\n```")
+        elif kind in {"display_data", "execute_result"}:
+            data = output["data"]
+            if "image/svg+xml" in data or "image/png" in data:
+                mime = "image/svg+xml" if "image/svg+xml" in data else "image/png"
+                name = f"output{index}.{'svg' if mime == 'image/svg+xml' else 'png'}"
+                body = "".join(data[mime])
+                if mime == "image/svg+xml":
+                    body = base64.b64encode(body.encode("utf-8")).decode("ascii")
+                attachments[name] = {mime: body}
+                parts.append(f"![saved output](attachment:{name})")
+            elif "text/html" in data:
+                parts.append("".join(data["text/html"]))
+            elif "text/plain" in data:
+                parts.append(f"```text\n{''.join(data['text/plain']).rstrip()}\n```")
+        elif kind == "error":
+            parts.append(f"```text\n{html.escape(output['ename'])}: {output['evalue']}\n```")
+    parts.append(f"*{NEEDS_PROCESSES_LINE}*")
+    markdown: dict[str, Any] = {
+        "cell_type": "markdown",
+        "metadata": dict(cell.get("metadata", {})),
+        "source": "\n\n".join(parts),
+    }
+    if attachments:
+        markdown["attachments"] = attachments
+    return markdown
+
+
+def student_edition(notebook: dict[str, Any]) -> dict[str, Any]:
+    """The student edition's rules (scripts/student_edition.py), then the browser's own."""
+    edition = _student_rules()
+    notebook = edition(notebook) if edition else _fallback_student_rules(notebook)
+    cells = []
+    for cell in notebook["cells"]:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "code" and NEEDS_PROCESSES in tags:
+            cells.append(_saved_output_markdown(cell))
+        else:
+            cells.append(cell)
+    notebook["cells"] = cells
+    notebook["metadata"]["kernelspec"] = {
+        "display_name": "Python (Pyodide)",
+        "language": "python",
+        "name": "python",
+    }
+    return notebook
+
+
+def _student_rules() -> Any:
+    module_path = REPO / "scripts" / "student_edition.py"
+    if not module_path.exists():
+        return None
+    sys.path.insert(0, str(module_path.parent))
+    try:
+        import student_edition as module  # type: ignore[import-not-found]
+    finally:
+        sys.path.pop(0)
+    return getattr(module, "student_notebook", None)
+
+
+def _fallback_student_rules(notebook: dict[str, Any]) -> dict[str, Any]:
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code" and "reveal" in cell.get("metadata", {}).get("tags", []):
+            cell["outputs"] = []
+            cell["execution_count"] = None
+    return notebook
+
+
+def write_contents(target: Path) -> list[str]:
+    """The core notebooks (student edition, browser rules) and the assets they read."""
+    (target / "notebooks").mkdir(parents=True)
+    names = []
+    for source in sorted((REPO / "notebooks").glob("*.ipynb")):
+        notebook = student_edition(json.loads(source.read_text(encoding="utf-8")))
+        (target / "notebooks" / source.name).write_text(
+            json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+        names.append(source.name)
+    shutil.copytree(REPO / "assets", target / "assets")
+    return names
+
+
+def lite_config(packages: list[str]) -> dict[str, Any]:
+    """jupyter-lite.json: the local Pyodide, every package preloaded, no PyPI fallback."""
+    return {
+        "jupyter-lite-schema-version": 0,
+        "jupyter-config-data": {
+            "appName": "agent17: work stealing and autonomy",
+            # The tests drive the page through window.jupyterapp.
+            "exposeAppInBrowser": True,
+            "disabledExtensions": ["@jupyterlab/apputils-extension:announcements"],
+            "litePluginSettings": {
+                KERNEL_SETTINGS: {
+                    "pyodideUrl": "./static/pyodide/pyodide.mjs",
+                    "disablePyPIFallback": True,
+                    "pipliteUrls": [],
+                    "loadPyodideOptions": {"packages": packages},
+                }
+            },
+        },
+    }
+
+
+def build(output: Path) -> None:
+    pins = read_pins()
+    python = Path(sys.executable)
+    wheel_folder = download_wheels(pins, python)
+    npm = download_npm(pins)
+    wheels = [
+        found
+        for pin in pins
+        if pin.kind == "wheel" and (found := _find_wheel(wheel_folder, pin.name, pin.version))
+    ]
+    kernel_wheels = sorted((Path(sys.prefix) / KERNEL_WHEELS).glob("*.whl"))
+    # The kernel ships two widgetsnbextension shims: ipywidgets 8 takes the 4.x one.
+    kernel_wheels = [w for w in kernel_wheels if not w.name.startswith("widgetsnbextension-3")]
+    wheels += kernel_wheels
+    wheels.append(build_agent17_wheel(python, CACHE / "agent17-wheel"))
+
+    lite = CACHE / "lite"
+    shutil.rmtree(lite, ignore_errors=True)
+    lite.mkdir(parents=True)
+    packages = write_pyodide(npm["pyodide"], wheels, lite / "static" / "pyodide")
+    # Beside Pyodide: the build copies that folder into the site as it is.
+    shutil.copy2(npm["@viz-js/viz"] / "dist" / "viz-global.js", lite / "static" / "pyodide")
+    write_contents(lite / "contents")
+    (lite / "jupyter-lite.json").write_text(
+        json.dumps(lite_config(packages), indent=1), encoding="utf-8"
+    )
+    digest = inputs_digest()
+    staging = output.with_name(output.name + ".new")
+    shutil.rmtree(staging, ignore_errors=True)
+    jupyter = Path(sys.executable).with_name("jupyter")
+    run(
+        [str(jupyter), "lite", "build", "--lite-dir", str(lite), "--contents",
+         str(lite / "contents"), "--output-dir", str(staging), "--no-sourcemaps"],
+        cwd=lite,
+        env={**os.environ, "JUPYTERLITE_NO_LIBARCHIVE": "1"},
+    )  # fmt: skip
+    (staging / INPUTS_STAMP).write_text(digest + "\n", encoding="utf-8")
+    shutil.rmtree(output, ignore_errors=True)
+    staging.rename(output)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, default=SITE, help="where the site goes (site/)")
+    arguments = parser.parse_args()
+    try:
+        build(arguments.output.resolve())
+    except BuildError as error:
+        print(f"site.sh: {error}", file=sys.stderr)
+        return 1
+    print(f"site.sh: built {arguments.output} (serve it: python -m http.server -d site)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
