@@ -330,8 +330,3 @@ class Teammate:
         letter: DeadLetter | None = None,
     ) -> TickOutcome:
         return TickOutcome(self.name, kind, envelope, message, claim, final_text, detail, letter)
-
-
-def describe_outcome(outcome: TickOutcome) -> str:
-    """One pass of the idle loop as a log line (the same as `outcome.describe()`)."""
-    return outcome.describe()

@@ -4,7 +4,6 @@ A student does not need to read this package: each notebook cell calls one
 function here and gets one picture.
 """
 
-from agent17.team.teammate import describe_outcome
 from agent17.viz.approvals import ButtonApprover
 from agent17.viz.dag import (
     STYLES,
@@ -31,7 +30,6 @@ __all__ = [
     "board_dot",
     "board_table",
     "describe_event",
-    "describe_outcome",
     "display_state",
     "lease_timeline",
     "replay_slider",

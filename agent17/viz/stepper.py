@@ -32,13 +32,21 @@ import ipywidgets as widgets
 from agent17.agent.permissions import ApprovalRequest
 from agent17.claims import ToolContext
 from agent17.deterministic import ManualClock
-from agent17.domain import EventKind, TaskStatus, utc_now
-from agent17.team.plans import PlanRecord, PlanStatus
+from agent17.domain import EventKind, utc_now
+from agent17.team.plans import PlanRecord
 from agent17.team.teammate import TickOutcome
 from agent17.tools.base import describe_result
 from agent17.viz.approvals import ButtonApprover, TickJob, describe_request
 from agent17.viz.dag import BoardGraph, active_leases, board_digraph
 from agent17.viz.replay import describe_event, static_bundle
+from agent17.viz.stepper_text import (
+    TeammateFacts,
+    approval_text,
+    log_html,
+    states_html,
+    status_text,
+    teammate_state,
+)
 from agent17.wire import wire_clock
 
 if TYPE_CHECKING:
@@ -414,24 +422,14 @@ class TeamStepper:
         states = {}
         for name in self.team.teammates.names:
             job = self._jobs.get(name)
-            request = self.approvals.request_of(job) if self.approvals and job else None
-            held = [t for t in tasks if t.status is TaskStatus.IN_PROGRESS and t.owner == name]
             plan = self.team.protocol.latest_plan(name)
-            if registry.is_closed(name):
-                states[name] = "closed (shut down)"
-            elif request is not None:
-                states[name] = f"awaiting approval: {describe_request(request, width=40)}"
-            elif held:
-                states[name] = ", ".join(
-                    f"holds {t.subject} until {wire_clock(leases[t.id])}"
-                    if t.id in leases
-                    else f"holds {t.subject}"
-                    for t in held
-                )
-            elif plan is not None and plan.status is not PlanStatus.APPROVED:
-                states[name] = f"plan {plan.status.value}: takes no task"
-            else:
-                states[name] = "idle"
+            facts = TeammateFacts(
+                name,
+                closed=registry.is_closed(name),
+                request=self.approvals.request_of(job) if self.approvals and job else None,
+                plan=None if plan is None else plan.status,
+            )
+            states[name] = teammate_state(facts, tasks, leases)
         return states
 
     def refresh(self) -> None:
@@ -442,9 +440,7 @@ class TeamStepper:
         states = self.teammate_states()
         for name, state in states.items():
             self.buttons[f"step {name}"].disabled = state.startswith("closed")
-        self.states.value = " &nbsp;·&nbsp; ".join(
-            f"<b>{html.escape(name)}</b>: {html.escape(state)}" for name, state in states.items()
-        )
+        self.states.value = states_html(states)
         store = self.team.store
         now = self.now()
         tasks = store.list_tasks()
@@ -471,29 +467,12 @@ class TeamStepper:
         self.buttons["approve request"].disabled = not waiting
         self.buttons["deny request"].disabled = not waiting
         queued = len(self.approvals.waiting()) if self.approvals is not None else 0
-        if request is None:
-            self.approval_label.value = "nothing to approve"
-        else:
-            more = f" ({queued - 1} more after it)" if queued > 1 else ""
-            self.approval_label.value = html.escape(describe_request(request, width=48) + more)
+        self.approval_label.value = approval_text(request, queued)
         plan_waiting = self.latest_pending_plan() is not None
         self.buttons["approve plan"].disabled = not plan_waiting
         self.buttons["reject plan"].disabled = not plan_waiting
 
-        done = sum(task.status is TaskStatus.COMPLETED for task in tasks)
-        # A pass stopped half way has not finished, but the class should see that it waits.
-        parked = " and ".join(name for name, job in self._jobs.items() if not job.done)
-        last = self._last_outcome.describe() if self._last_outcome else "none finished yet"
-        waits = f" · {parked} {'wait' if ' and ' in parked else 'waits'} for approval"
-        self.status.value = html.escape(
-            f"{wire_clock(now)} · {done}/{len(tasks)} completed · last step: {last}"
-            + (waits if parked else "")
-        )
-        shown = self._log[-LOG_LINES_SHOWN:]
-        self.log_view.value = (
-            # Long lines wrap between words (JupyterLab's own pre style breaks anywhere).
-            "<pre style='margin:0; font-size:12px; white-space:pre-wrap;"
-            " word-break:normal; overflow-wrap:break-word'>"
-            + html.escape("\n".join(shown) or "(no clicks yet)")
-            + "</pre>"
-        )
+        parked = [name for name, job in self._jobs.items() if not job.done]
+        last = self._last_outcome.describe() if self._last_outcome else None
+        self.status.value = status_text(now, tasks, parked, last)
+        self.log_view.value = log_html(self._log[-LOG_LINES_SHOWN:])
