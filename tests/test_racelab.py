@@ -8,14 +8,9 @@ from pathlib import Path
 import pytest
 
 from agent17.deterministic import uuid_sequence
+from agent17.racelab import DEFAULT_SCHEDULE, run_json_race, run_process_race, run_sqlite_race
 from agent17.racelab.json_board import NaiveJsonTaskBoard
-from agent17.racelab.lab import (
-    DEFAULT_SCHEDULE,
-    Step,
-    run_json_race,
-    run_process_race,
-    run_sqlite_race,
-)
+from agent17.racelab.schedule import Step
 
 
 def _all_schedules() -> list[tuple[Step, ...]]:
