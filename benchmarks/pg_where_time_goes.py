@@ -1,24 +1,29 @@
-"""Where a PostgreSQL claim's time goes: the board lock's own ceiling, and the store's steps.
+"""PostgresTaskStore against its floor, and where a claim+complete cycle's time goes.
 
-store_bench.py --postgres measures PostgresTaskStore against two minimal write
-transactions; this script explains the gap. Both parts run on one durable
-throwaway cluster (fsync, full page writes, synchronous commit), in one run:
+    .venv/bin/python benchmarks/pg_where_time_goes.py [--pairs 10] [--batch 100]
+        [--processes 8] [--tasks 100] [--rounds 3]
 
-1) The ceiling of a board lock. 8 processes each run transactions that take one
-   transaction-level advisory lock and update one row of their own, so every
-   transaction waits for the one before it (as the store's claims do):
-   - in three round trips (`BEGIN; lock` / `UPDATE` / `COMMIT`), the store's shape;
-   - in one round trip (a function that locks and updates, called in autocommit);
-   - without the lock, as a reference (no chain: group commit overlaps them).
-   A PostgreSQL transaction keeps its locks until its commit record is flushed, so
-   the chained variants bound any store built this way; the ratios say how much of
-   the ceiling is lost to round trips held under the lock.
-2) One process, `claim_next` + `complete_task` cycles on a board of ready tasks:
-   wall time per cycle split by statement (each statement's time includes its round
-   trip), and the client's CPU time. The split wraps the store's private statement
-   method; that is the one reason this is a script of its own.
+The floor is what any durable claim+complete must pay on PostgreSQL: two write
+transactions per task, each a single-statement autocommit UPDATE of one row,
+on the same durable server (fsync, full page writes, synchronous commit: a
+throwaway cluster started for the run) and the same kind of connection (psycopg,
+Unix socket). Everything runs in one run, store and floor interleaved, so both
+see the same disk and the same neighbours on the machine:
 
-Nothing here is a test: no time is asserted, it prints numbers and ratios.
+1) One process: batches of claim_next + complete_task cycles on a board of ready
+   tasks, alternating with batches of floor cycles; the ratio is the median of
+   the per-pair ratios store/floor (goal >= 0.5).
+2) N processes (spawned together behind a barrier) drain one board, against N
+   processes doing the floor's two UPDATEs as many times on one shared row
+   (a row lock queues them as the board lock queues claims), in alternating
+   rounds; tasks per second, the median of the rounds (goal >= 0.4).
+3) Where one process's cycle goes: each statement's wall time (its round trip
+   and the server's work, the COMMIT's flush included), and the rest, which is
+   the client's Python (the board, the engine, psycopg).
+
+To measure another checkout's store, put it first on the path:
+`PYTHONPATH=<checkout> .venv/bin/python benchmarks/pg_where_time_goes.py`.
+Nothing here is a test: no time is asserted; a missed goal prints MISS.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import collections
 import multiprocessing
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -35,64 +41,122 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import pg_cluster
 
-VARIANTS = ("three round trips", "one round trip", "no lock")
+LEASE_SECONDS = 24 * 3600.0  # no lease runs out while measuring
+CYCLE_GOAL = 0.5
+PROCESSES_GOAL = 0.4
+FLOOR_UPDATE = "UPDATE floor SET v = v + 1 WHERE id = 1"
 
 
-def chain_worker(dsn: str, variant: str, row: int, count: int, barrier: Any, out: Any) -> None:
+def floor_connection(dsn: str) -> Any:
     import psycopg
 
-    with psycopg.connect(dsn, autocommit=True) as connection:
-        barrier.wait(60)
+    connection = psycopg.connect(dsn, autocommit=True)
+    connection.execute("CREATE TABLE IF NOT EXISTS floor (id int PRIMARY KEY, v bigint NOT NULL)")
+    connection.execute("INSERT INTO floor VALUES (1, 0) ON CONFLICT DO NOTHING")
+    return connection
+
+
+def floor_cycles(connection: Any, cycles: int) -> None:
+    for _ in range(cycles):
+        connection.execute(FLOOR_UPDATE)  # the claim's commit
+        connection.execute(FLOOR_UPDATE)  # the completion's commit
+
+
+def store_cycles(store: Any, cycles: int) -> None:
+    for _ in range(cycles):
+        claim = store.claim_next("bench")
+        assert claim is not None
+        store.complete_task(claim.task.id, "bench", claim.claim_token)
+
+
+def one_process(dsn: str, pairs: int, batch: int) -> tuple[float, float, float, float]:
+    """(store cycles/s, floor cycles/s, median ratio, store CPU per cycle in s)."""
+    from agent17 import PostgresTaskStore
+
+    store = PostgresTaskStore(dsn, lease_seconds=LEASE_SECONDS)
+    store.create_tasks([(f"task {n}", "", ()) for n in range((pairs + 1) * batch)])
+    floor = floor_connection(dsn)
+    store_cycles(store, batch)  # warm: connections, plans, caches
+    floor_cycles(floor, batch)
+    ratios, store_wall, floor_wall, cpu = [], 0.0, 0.0, 0.0
+    for _ in range(pairs):
+        started, cpu_started = time.perf_counter(), time.process_time()
+        store_cycles(store, batch)
+        in_store = time.perf_counter() - started
+        cpu += time.process_time() - cpu_started
         started = time.perf_counter()
-        for _ in range(count):
-            if variant == "three round trips":
-                connection.execute("BEGIN; SELECT pg_advisory_xact_lock(17)")
-                connection.execute("UPDATE chain SET n = n + 1 WHERE id = %s", (row,))
-                connection.execute("COMMIT")
-            elif variant == "one round trip":
-                connection.execute("SELECT chain_step(%s)", (row,))
-            else:
-                connection.execute("UPDATE chain SET n = n + 1 WHERE id = %s", (row,))
-        out.put(time.perf_counter() - started)
+        floor_cycles(floor, batch)
+        on_floor = time.perf_counter() - started
+        ratios.append(on_floor / in_store)
+        store_wall += in_store
+        floor_wall += on_floor
+    store.close()
+    floor.close()
+    cycles = pairs * batch
+    return cycles / store_wall, cycles / floor_wall, statistics.median(ratios), cpu / cycles
 
 
-def lock_chain(dsn: str, processes: int, count: int, rounds: int) -> dict[str, float]:
-    import psycopg
+def drain_worker(dsn: str, barrier: Any, out: Any) -> None:
+    from agent17 import PostgresTaskStore
 
-    with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute("CREATE TABLE chain (id int PRIMARY KEY, n int NOT NULL)")
-        connection.execute(
-            "INSERT INTO chain SELECT g, 0 FROM generate_series(0, %s) AS g", (processes,)
-        )
-        connection.execute(
-            "CREATE FUNCTION chain_step(row_id int) RETURNS void LANGUAGE plpgsql AS $$"
-            " BEGIN PERFORM pg_advisory_xact_lock(17);"
-            " UPDATE chain SET n = n + 1 WHERE id = row_id; END $$"
-        )
+    store = PostgresTaskStore(dsn, lease_seconds=LEASE_SECONDS)
+    done = 0
+    barrier.wait(60)
+    started = time.perf_counter()
+    while (claim := store.claim_next("bench")) is not None:
+        store.complete_task(claim.task.id, "bench", claim.claim_token)
+        done += 1
+    out.put((done, started, time.perf_counter()))
+    store.close()
+
+
+def floor_worker(dsn: str, cycles: int, barrier: Any, out: Any) -> None:
+    connection = floor_connection(dsn)
+    barrier.wait(60)
+    started = time.perf_counter()
+    floor_cycles(connection, cycles)
+    out.put((cycles, started, time.perf_counter()))
+    connection.close()
+
+
+def _round(context: Any, target: Any, args: tuple[Any, ...], processes: int) -> float:
+    barrier, out = context.Barrier(processes), context.Queue()
+    workers = [context.Process(target=target, args=(*args, barrier, out)) for _ in range(processes)]
+    for worker in workers:
+        worker.start()
+    results = [out.get(timeout=600) for _ in workers]
+    for worker in workers:
+        worker.join(60)
+    done = sum(count for count, _, _ in results)
+    return done / (max(end for _, _, end in results) - min(start for _, start, _ in results))
+
+
+def many_processes(
+    server: pg_cluster.Server, processes: int, tasks: int, rounds: int
+) -> tuple[float, float]:
+    """(store tasks/s, floor tasks/s), medians of alternating rounds."""
+    from agent17 import PostgresTaskStore
+
     context = multiprocessing.get_context("spawn")
-    best: dict[str, list[float]] = collections.defaultdict(list)
-    for _ in range(rounds):  # alternate the variants, so all see the same disk
-        for variant in VARIANTS:
-            barrier, out = context.Barrier(processes), context.Queue()
-            workers = [
-                context.Process(target=chain_worker, args=(dsn, variant, i, count, barrier, out))
-                for i in range(processes)
-            ]
-            for worker in workers:
-                worker.start()
-            seconds = max(out.get(timeout=300) for _ in workers)
-            for worker in workers:
-                worker.join(60)
-            best[variant].append(processes * count / seconds)
-    return {variant: sorted(rates)[len(rates) // 2] for variant, rates in best.items()}
+    in_store, on_floor = [], []
+    for _ in range(rounds):
+        dsn = server.dsn(server.new_database())
+        with PostgresTaskStore(dsn) as store:
+            store.create_tasks([(f"task {n}", "", ()) for n in range(processes * tasks)])
+        floor_connection(dsn).close()
+        in_store.append(_round(context, drain_worker, (dsn,), processes))
+        on_floor.append(_round(context, floor_worker, (dsn, tasks), processes))
+    return statistics.median(in_store), statistics.median(on_floor)
 
 
-def store_split(dsn: str, cycles: int) -> tuple[float, float, list[tuple[str, float]]]:
+def split(dsn: str, cycles: int) -> tuple[float, list[tuple[str, float]]]:
+    """Wall time per cycle, and each statement's share of it (wrapping the driver call)."""
     from agent17 import PostgresTaskStore
     from agent17.store import pg_transaction
 
-    store = PostgresTaskStore(dsn)
-    store.create_tasks([(f"task {i}", "", ()) for i in range(cycles)])
+    store = PostgresTaskStore(dsn, lease_seconds=LEASE_SECONDS)
+    store.create_tasks([(f"task {n}", "", ()) for n in range(cycles + 50)])
+    store_cycles(store, 50)
     spent: dict[str, float] = collections.defaultdict(float)
     send = pg_transaction.PgTransaction._send
 
@@ -101,63 +165,65 @@ def store_split(dsn: str, cycles: int) -> tuple[float, float, list[tuple[str, fl
         try:
             return send(self, sql, params)
         finally:
-            spent[" ".join(sql.split())[:58]] += time.perf_counter() - started
+            shown = " ".join(sql.split())
+            shown = shown.split("; ", 1)[-1] if shown.startswith("BEGIN") else shown
+            spent[shown.split("(", 1)[0][:56] if "FROM" in shown[:30] else shown[:56]] += (
+                time.perf_counter() - started
+            )
 
     pg_transaction.PgTransaction._send = timed  # type: ignore[method-assign]
-    wall, cpu = time.perf_counter(), time.process_time()
-    for _ in range(cycles):
-        claim = store.claim_next("bench")
-        assert claim is not None
-        store.complete_task(claim.task.id, "bench", claim.claim_token)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    started = time.perf_counter()
+    store_cycles(store, cycles)
+    wall = time.perf_counter() - started
     pg_transaction.PgTransaction._send = send  # type: ignore[method-assign]
     store.close()
     per_cycle = [(sql, seconds / cycles) for sql, seconds in spent.items()]
-    return wall / cycles, cpu / cycles, sorted(per_cycle, key=lambda item: -item[1])
+    return wall / cycles, sorted(per_cycle, key=lambda item: -item[1])
+
+
+def _verdict(ratio: float, goal: float) -> str:
+    return f"{ratio:.2f} of the floor (goal >= {goal}: {'ok' if ratio >= goal else 'MISS'})"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--pairs", type=int, default=10, help="1) pairs of batches")
+    parser.add_argument("--batch", type=int, default=100, help="1) cycles per batch")
     parser.add_argument("--processes", type=int, default=8)
-    parser.add_argument("--count", type=int, default=400, help="transactions per process")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of the lock chain")
-    parser.add_argument("--cycles", type=int, default=1500, help="claim+complete cycles")
+    parser.add_argument("--tasks", type=int, default=100, help="2) tasks per process")
+    parser.add_argument("--rounds", type=int, default=3, help="2) rounds of each")
+    parser.add_argument("--cycles", type=int, default=1000, help="3) cycles split")
     options = parser.parse_args()
+    import agent17
+
     server = pg_cluster.start_cluster(durable=True)
     try:
         with server.admin() as connection:
             version = connection.execute("SHOW server_version").fetchone()
-        print(f"PostgreSQL {version[0] if version else '?'}, durable throwaway cluster")
-        rates = lock_chain(
-            server.dsn(server.new_database()),
-            **{"processes": options.processes, "count": options.count, "rounds": options.rounds},
+        print(f"PostgreSQL {version[0] if version else '?'}, durable throwaway cluster;")
+        print(f"agent17 from {Path(agent17.__file__).parent}")
+        rate, floor, ratio, cpu = one_process(
+            server.dsn(server.new_database()), options.pairs, options.batch
         )
-        unchained = rates["no lock"]
+        print(f"\n1) 1 process, {options.pairs} x {options.batch} cycles, interleaved:")
         print(
-            f"\n1) {options.processes} processes, one row each, median of {options.rounds}"
-            " rounds (transactions per second)"
+            f"   store {rate:8,.0f} cycles/s  ({1e6 / rate:,.0f} µs, its CPU {cpu * 1e6:,.0f} µs)"
         )
-        for variant in VARIANTS:
-            print(
-                f"   {variant:18} {rates[variant]:8,.0f} tx/s   {rates[variant] / unchained:5.2f}"
-                " of no lock"
-            )
-        print(
-            f"   one round trip / three: {rates['one round trip'] / rates['three round trips']:.2f}"
+        print(f"   floor {floor:8,.0f} cycles/s  ({1e6 / floor:,.0f} µs: two autocommit UPDATEs)")
+        print(f"   store/floor, median of the pairs: {_verdict(ratio, CYCLE_GOAL)}")
+        in_store, on_floor = many_processes(
+            server, options.processes, options.tasks, options.rounds
         )
-        per_cycle, cpu, split = store_split(server.dsn(server.new_database()), options.cycles)
-        print(
-            f"\n2) PostgresTaskStore, 1 process, {options.cycles:,} claim+complete cycles:"
-            f" {1 / per_cycle:,.0f} cycles/s, {per_cycle * 1e6:,.0f} µs per cycle"
-            f" (client CPU {cpu * 1e6:,.0f} µs)"
-        )
-        for sql, seconds in split:
+        print(f"\n2) {options.processes} processes, median of {options.rounds} rounds:")
+        print(f"   store {in_store:8,.0f} tasks/s (claim_next + complete_task)")
+        print(f"   floor {on_floor:8,.0f} tasks/s (two autocommit UPDATEs of one shared row)")
+        print(f"   store/floor: {_verdict(in_store / on_floor, PROCESSES_GOAL)}")
+        per_cycle, statements = split(server.dsn(server.new_database()), options.cycles)
+        print(f"\n3) where one process's cycle goes ({per_cycle * 1e6:,.0f} µs per cycle):")
+        for sql, seconds in statements:
             print(f"   {seconds * 1e6:7,.0f} µs  {sql}")
-        print(f"   {(per_cycle - sum(s for _, s in split)) * 1e6:7,.0f} µs  the rest (Python)")
-        print(
-            f"\n   two lock-holding transactions per task at the three-round-trip ceiling:"
-            f" at most {rates['three round trips'] / 2:,.0f} tasks/s for any store of this shape"
-        )
+        rest = per_cycle - sum(seconds for _, seconds in statements)
+        print(f"   {rest * 1e6:7,.0f} µs  the rest: the client's Python")
     finally:
         server.stop()
     return 0
