@@ -131,6 +131,8 @@ class ErrorCode(StrEnum):
     # A SQLite -wal beside a state file that was written for another file (the one a
     # restored backup replaced): replaying it would mix that file's pages into this one.
     FOREIGN_WAL = "foreign_wal"
+    STORE_NOT_FOUND = "store_not_found"  # opened not to create: no board or mailbox there yet
+    ALREADY_HELD = "already_held"  # a name or lock another live process holds
 
 
 class Refusal(Exception):
@@ -157,7 +159,7 @@ class TaskError(Refusal):
         super().__init__(str(code), message)
 
 
-# -- input rules (API.md "Input rules"): the same for the stores, the mailbox and the tools --
+# -- input rules: the same for the stores, the mailbox and the tools -------------------------
 
 MAX_NAME_LENGTH: Final = 200
 MIN_LEASE_SECONDS: Final = 0.001

@@ -69,9 +69,12 @@ from functools import partial
 from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from agent17 import SqliteTaskStore
+
+if TYPE_CHECKING:  # a store compared from an older checkout may not have it
+    from agent17.store.contract import TaskStore
 
 # Long enough that no lease runs out (and no release_expired fires) while measuring.
 LEASE_SECONDS: Final = 24 * 3600.0
@@ -197,14 +200,12 @@ def open_store(spec: Spec) -> Any:
     return SqliteTaskStore(workspace, lease_seconds=LEASE_SECONDS)
 
 
-def has_create_tasks(store: SqliteTaskStore) -> bool:
+def has_create_tasks(store: TaskStore) -> bool:
     """Whether this store can create a batch in one transaction (older ones cannot)."""
     return callable(getattr(store, "create_tasks", None))
 
 
-def create_many(
-    store: SqliteTaskStore, drafts: Sequence[tuple[str, str, tuple[str, ...]]]
-) -> list[str]:
+def create_many(store: TaskStore, drafts: Sequence[tuple[str, str, tuple[str, ...]]]) -> list[str]:
     """Create `drafts` and return their ids: create_tasks in batches, else one create_task each."""
     ids: list[str] = []
     if has_create_tasks(store):
@@ -217,12 +218,12 @@ def create_many(
     return ids
 
 
-def build_ready_board(store: SqliteTaskStore, count: int) -> None:
+def build_ready_board(store: TaskStore, count: int) -> None:
     """Add `count` independent pending tasks."""
     create_many(store, [(f"ready {n}", "", ()) for n in range(count)])
 
 
-def build_layered_board(store: SqliteTaskStore, count: int, width: int) -> None:
+def build_layered_board(store: TaskStore, count: int, width: int) -> None:
     """Add `count` tasks in layers of `width`; each task after the first layer waits for two
     tasks of the layer before it, so finishing a layer keeps unblocking the next."""
     previous: list[str] = []
@@ -245,7 +246,7 @@ def build_layered_board(store: SqliteTaskStore, count: int, width: int) -> None:
         previous = create_many(store, drafts)
 
 
-def build_blocked_board(store: SqliteTaskStore, size: int) -> None:
+def build_blocked_board(store: TaskStore, size: int) -> None:
     """`size` tasks: one claimed by someone, every other one blocked behind it."""
     root = store.create_task("the one task everything waits for")
     store.claim_task(root.id, "holder")
@@ -282,7 +283,7 @@ def floor_transaction(connection: Any) -> None:
         connection.execute(statement)
 
 
-def warm_up_store_wal(store: SqliteTaskStore) -> None:
+def warm_up_store_wal(store: TaskStore) -> None:
     """Claim and complete WAL_WARMUP_CYCLES throwaway tasks (by id: claim_next's order
     is left alone), so that the board's WAL has wrapped at least once."""
     for task_id in create_many(store, [(f"warm-up {n}", "", ()) for n in range(WAL_WARMUP_CYCLES)]):
@@ -296,7 +297,7 @@ def warm_up_floor_wal(connection: sqlite3.Connection) -> None:
         floor_transaction(connection)
 
 
-def store_connection(store: SqliteTaskStore) -> sqlite3.Connection:
+def store_connection(store: TaskStore) -> sqlite3.Connection:
     """INSTRUMENTATION ONLY: the store's private connection, to attach a trace callback.
 
     Nothing is ever executed on it here. (The current store keeps it in
@@ -323,7 +324,7 @@ class _BatchTimes:
     complete: float = 0.0
 
 
-def _store_cycles(store: SqliteTaskStore, cycles: int, into: _BatchTimes) -> None:
+def _store_cycles(store: TaskStore, cycles: int, into: _BatchTimes) -> None:
     cpu_start, wall_start = time.process_time(), time.perf_counter()
     for _ in range(cycles):
         started = time.perf_counter()
@@ -642,7 +643,7 @@ def bench_drain(place: Any, sizes: Sizes) -> list[Measurement]:
 # -- c) claim_next on a blocked board, small against large ---------------------------------
 
 
-def _timed_empty_claim(store: SqliteTaskStore) -> float:
+def _timed_empty_claim(store: TaskStore) -> float:
     started = time.perf_counter()
     found = store.claim_next("idle")
     elapsed = time.perf_counter() - started

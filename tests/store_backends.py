@@ -20,6 +20,7 @@ import pg_cluster
 
 from agent17 import PostgresTaskStore, SqliteTaskStore
 from agent17.deterministic import ManualClock, uuid_sequence
+from agent17.store.contract import TaskStore
 
 TASK_ID_BLOCK = 17
 TOKEN_BLOCK = 71
@@ -27,23 +28,6 @@ ONE_MICROSECOND = timedelta(microseconds=1)
 
 StoreSpec = tuple[str, str]
 """(backend name, where the board is): picklable, so a spawned child can open the board."""
-
-
-class TaskStoreLike(Protocol):
-    """What the suite calls on a store (both backends implement it)."""
-
-    lease: timedelta
-
-    def create_task(self, subject: str, description: str = "", blocked_by: Any = ()) -> Any: ...
-    def create_tasks(self, drafts: Any) -> Any: ...
-    def get_task(self, task_id: str) -> Any: ...
-    def list_tasks(self) -> Any: ...
-    def claim_task(self, task_id: str, owner: str) -> Any: ...
-    def claim_next(self, owner: str) -> Any: ...
-    def complete_task(self, task_id: str, owner: str, claim_token: str) -> Any: ...
-    def events(self, after_sequence: int = 0) -> Any: ...
-    def issued_claim_tokens(self) -> list[str]: ...
-    def close(self) -> None: ...
 
 
 def task_id(number: int) -> str:
@@ -56,7 +40,7 @@ def token(number: int) -> str:
     return f"00000000-0000-4000-8000-{TOKEN_BLOCK:04d}{number:08d}"
 
 
-def open_spec(spec: StoreSpec, **options: Any) -> Any:
+def open_spec(spec: StoreSpec, **options: Any) -> TaskStore:
     """Open the board named by `spec` (used in child processes)."""
     backend, where = spec
     if backend == "sqlite":
@@ -79,7 +63,7 @@ class Board(Protocol):
         new_task_id: Callable[[], str] | None = None,
         new_claim_token: Callable[[], str] | None = None,
         lease_seconds: float = 300.0,
-    ) -> Any: ...
+    ) -> TaskStore: ...
 
     def raw_store(self, **options: Any) -> Any: ...
 

@@ -719,7 +719,7 @@ def test_a_clock_that_returns_a_naive_datetime_is_refused_and_changes_nothing(
     assert board.store().list_tasks() == []
 
 
-# -- input rules (API.md): a stable code, never a driver or Unicode error ------------------
+# -- input rules: a stable code, never a driver or Unicode error ---------------------------
 
 
 BAD_NAMES = [

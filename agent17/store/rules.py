@@ -1,6 +1,6 @@
 """The task board's rules as plain functions of values, whatever engine holds its rows.
 
-Input rules (API.md), the checks of a task's dependency edges, and the
+The input rules, the checks of a task's dependency edges, and the
 reasons a claim or a completion is refused are the same for the SQLite and
 the PostgreSQL store; they live here once, as plain functions of values.
 """
