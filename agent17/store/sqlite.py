@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -156,20 +156,28 @@ def _edges(text: str) -> list[Edge]:
     ]
 
 
-def _adapted(cursor: sqlite3.Cursor) -> list[Row]:
+Reader = Callable[[Any], Any] | None
+_READERS: dict[str, tuple[tuple[str, Reader], ...]] = {}  # by statement: they never change
+
+
+def _adapted(statement: str, cursor: sqlite3.Cursor) -> list[Row]:
     """Rows as column name -> value: times as datetimes, edges as Edges."""
     rows: list[sqlite3.Row] = cursor.fetchall()
     if not rows:
         return []
-    names = rows[0].keys()
-    readers = [
-        parse_db_time if name.endswith("at_utc") else _edges if name == "edges" else None
-        for name in names
-    ]
+    readers = _READERS.get(statement)
+    if readers is None:
+        readers = _READERS[statement] = tuple(
+            (
+                name,
+                parse_db_time if name.endswith("at_utc") else _edges if name == "edges" else None,
+            )
+            for name, *_ in cursor.description
+        )
     return [
         {
             name: value if read is None or value is None else read(value)
-            for name, read, value in zip(names, readers, row, strict=True)
+            for (name, read), value in zip(readers, row, strict=True)
         }
         for row in rows
     ]
@@ -190,7 +198,7 @@ def _execute(
     connection: sqlite3.Connection, statement: str, params: Mapping[str, Any]
 ) -> list[Row]:
     try:
-        return _adapted(connection.execute(statement, params))
+        return _adapted(statement, connection.execute(statement, params))
     except sqlite3.IntegrityError as error:
         broken = next((rule for text, rule in _CONSTRAINTS if text in str(error)), Constraint.OTHER)
         raise ConstraintViolated(broken, str(error)) from None

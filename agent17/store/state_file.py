@@ -155,6 +155,7 @@ class StateFile:
     def _open(self) -> None:
         refusal = self._refusal
         self._folder_identity = self._state_folder_identity()
+        self._folder_text, self._path_text = os.fspath(self.path.parent), os.fspath(self.path)
         before = check_state_file(self.path, self.workspace, refusal)
         # Before the probe: a read-only connection reads WAL frames too.
         refuse_foreign_journals(self.path, before, refusal)
@@ -377,9 +378,9 @@ class StateFile:
         lstat first, because lstat of the file follows a symlink in its parent.
         """
         folder = self.path.parent
-        try:
-            folder_now = os.lstat(folder)
-            now = os.lstat(self.path)
+        try:  # on str paths: this runs in every transaction
+            folder_now = os.lstat(self._folder_text)
+            now = os.lstat(self._path_text)
         except FileNotFoundError:
             raise self._refusal(
                 ErrorCode.UNSAFE_STORE_PATH, f"{self.path} was removed while open"
@@ -439,7 +440,8 @@ class StateFile:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(descriptor)
-            raise self._refusal("already_held", f"{key} is held by another live process") from None
+            held = f"{key} is held by another live process"
+            raise self._refusal(ErrorCode.ALREADY_HELD, held) from None
         except OSError as error:
             os.close(descriptor)
             raise os_failure(self._refusal, path, error, "nothing was held") from None
