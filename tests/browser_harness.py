@@ -114,6 +114,33 @@ def isolated_env(home: Path) -> dict[str, str]:
     return env
 
 
+def trust_notebook(path: Path, home: Path) -> None:
+    """Sign a notebook for the server whose home is `home` (the lab fixture's: tmp_path/"home").
+
+    JupyterLab renders an untrusted notebook's saved HTML, SVG and widget outputs as
+    plain text, so a test of what a student sees opens a trusted copy, as lab.sh does.
+    """
+    jupyter = Path(sys.executable).with_name("jupyter")
+    subprocess.run(
+        [str(jupyter), "trust", str(path)], env=isolated_env(home), check=True, capture_output=True
+    )
+
+
+def render_every_cell(home: Path) -> None:
+    """Make the lab at `home` draw every cell at once, not only those scrolled into view.
+
+    Call before the server starts (request this fixture before `lab`). JupyterLab 4 draws
+    only the cells near the viewport; a test that counts outputs needs all of them.
+    """
+    folder = (
+        Path(isolated_env(home)["JUPYTERLAB_SETTINGS_DIR"]) / "@jupyterlab" / "notebook-extension"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "tracker.jupyterlab-settings").write_text(
+        json.dumps({"windowingMode": "none"}), encoding="utf-8"
+    )
+
+
 def _disable_announcements(env: dict[str, str]) -> None:
     # The same as `jupyter labextension disable --level=user ...:announcements`:
     # no news toast covering the notebook, no request for news.
