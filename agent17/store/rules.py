@@ -308,34 +308,3 @@ def completion_refusal(
         ErrorCode.CLAIM_MISMATCH,
         f"task {task_id} is not in progress for {owner} with that claim token",
     )
-
-
-TaskRow = tuple[int, str, str, str, str, str | None, int]
-"""(sequence, id, subject, description, status, owner, unmet_dependencies)."""
-
-
-def assemble_board(rows: Sequence[TaskRow], edges: Sequence[tuple[int, int]]) -> list[Task]:
-    """The whole board from its rows (in creation order) and edges (in position order), checked.
-
-    Every edge and every unmet count is verified on the way, so a list of the
-    board is also a check of the whole graph.
-    """
-    by_sequence = {row[0]: row for row in rows}
-    edges_of: dict[int, list[Edge]] = {row[0]: [] for row in rows}
-    for task_sequence, dependency_sequence in edges:
-        if task_sequence not in edges_of:
-            raise corrupted(f"a dependency row belongs to the missing task #{task_sequence}")
-        target = by_sequence.get(dependency_sequence)
-        edges_of[task_sequence].append(
-            Edge(
-                dependency_sequence,
-                None if target is None else target[1],
-                None if target is None else target[4],
-            )
-        )
-    tasks = []
-    for sequence, task_id, subject, description, status, owner, unmet in rows:
-        blocked_by, _ = check_edges(sequence, task_id, unmet, edges_of[sequence])
-        checked = require_status(status, task_id)
-        tasks.append(stored_task(task_id, subject, description, checked, owner, blocked_by))
-    return tasks
