@@ -135,6 +135,7 @@ def test_lab_sh_opens_the_course_without_news_question_update_check_or_pypi(
     port, token = free_port(), secrets.token_hex(16)
     # Its own HOME and Jupyter folders: nothing of this machine's setup is read or changed.
     env = isolated_env(tmp_path / "home")
+    env["AGENT17_COURSE_DIR"] = str(tmp_path / "course")  # the student edition it opens
     log = tmp_path / "lab.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
@@ -156,9 +157,9 @@ def test_lab_sh_opens_the_course_without_news_question_update_check_or_pypi(
     try:
         _wait_for_url(process, log, rf"http://127\.0\.0\.1:{port}/lab\?token=")
         base = f"http://127.0.0.1:{port}"
-        served = _get_json(f"{base}/api/contents?token={token}")
+        served = _get_json(f"{base}/api/contents/notebooks?token={token}")
         names = {item["name"] for item in served["content"]}
-        assert {"01_the_race.ipynb", "07_the_whole_team.ipynb", "README.md"} <= names
+        assert {"01_the_race.ipynb", "07_the_whole_team.ipynb", "glossary.md"} <= names
 
         notification = _get_json(
             f"{base}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}"
