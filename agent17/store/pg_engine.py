@@ -30,25 +30,15 @@ from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
 
 from agent17.domain import Clock, ErrorCode, TaskError, require_utc
-from agent17.store.engine import (
-    BoardSql,
-    Constraint,
-    ConstraintViolated,
-    Operation,
-    Outcome,
-    Row,
-)
+from agent17.store.engine import BoardSql, Constraint, ConstraintViolated, Operation, Outcome, Row
 from agent17.store.pg_connection import STORE_UNAVAILABLE, PgDatabase
 from agent17.store.pg_schema import PgSchema
 from agent17.store.pg_transaction import ConstraintViolation, OutcomeUnknown, PgTransaction
 from agent17.store.rules import Edge, lease_end
 
+# The board's schema file (package data), its version in the task_metadata table.
 BOARD_SCHEMA: Final = PgSchema(
-    package="agent17.store",
-    sql_file="postgres_schema.sql",
-    version="2",
-    metadata_table="task_metadata",
-    what="agent17 task board",
+    "agent17.store", "postgres_schema.sql", "2", "task_metadata", "agent17 task board"
 )
 
 T = TypeVar("T")
@@ -175,6 +165,7 @@ class PostgresEngine:
 
     def __init__(self, dsn: str, clock: Clock | None, *, create: bool = True) -> None:
         self._clock = clock  # None: the server's, one for every host on the board
+        self._columns: list[str] = []
         # create=False: open a board that exists, or refuse (`store_not_found`), making nothing.
         self.db = PgDatabase(dsn, BOARD_SCHEMA, TaskError, create=create)
         self.where: str = self.db.where
@@ -204,12 +195,11 @@ class PostgresEngine:
 
         def finish(tx: PgTransaction) -> T:
             if self._clock is None:
-                columns, rows = tx.columns, tx.rows
+                cursor, rows = tx.reply, tx.rows
             else:
                 cursor = tx.execute(statement, bind(require_utc(self._clock())))
-                columns = [column.name for column in cursor.description]
                 rows = cursor.fetchall()
-            replies = _adapted(columns, rows)
+            replies = _adapted(self._reply_columns(cursor), rows)
             parts = {part: [row for row in replies if row["part"] == part] for part in _PARTS}
             now = replies[0]["at_utc"]
             outcome = Outcome(now, parts["rows"], parts["then"], parts["explained"])
@@ -228,6 +218,13 @@ class PostgresEngine:
             if not lost or statement not in _CLAIMS:
                 raise
             return self._claim_outcome(error, operation, params)
+
+    def _reply_columns(self, cursor: Any) -> list[str]:
+        # Every board function returns a board_row: its names, read once (the driver
+        # builds its column descriptions anew on every look, a noticeable cost per call).
+        if not self._columns:
+            self._columns = [column.name for column in cursor.description]
+        return self._columns
 
     def _claim_outcome(
         self, error: TaskError, operation: Operation[T], params: Mapping[str, object]

@@ -66,7 +66,8 @@ class PgTransaction:
         self.began = False
         self.opened: Row | None = None
         """The first row of the statement sent with BEGIN, if there was one."""
-        self.columns: list[str] = []
+        self.reply: Any = None
+        """The cursor of the statement sent with BEGIN (its column names), if there was one."""
         self.rows: list[Row] = []
         self.commit_sent = False
         self.changes = 0
@@ -74,7 +75,8 @@ class PgTransaction:
 
     def begin(self, opening: str | None = None, params: Params = None) -> None:
         """BEGIN, and `opening` with it in one message: a simple query, so `params` are
-        bound in the client (quoted by the driver). `rows` are its rows, `opened` the first.
+        bound in the client (quoted by the driver). `rows` are its rows, `opened` the first,
+        `reply` its cursor.
         """
         if opening is not None and params:
             opening = self._driver.ClientCursor(self._connection).mogrify(opening, params)
@@ -82,7 +84,7 @@ class PgTransaction:
         self.began = True
         if opening is not None:
             cursor.nextset()  # past BEGIN's empty result
-            self.columns = [column.name for column in cursor.description or ()]
+            self.reply = cursor
             self.rows = cursor.fetchall()
             self.opened = self.rows[0] if self.rows else None
 

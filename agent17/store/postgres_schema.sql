@@ -69,11 +69,11 @@ CREATE INDEX tasks_leased ON tasks (lease_expires_at_utc) WHERE status = 'in_pro
 
 -- The second thing every operation does: leases that have run out at `at` go back to
 -- pending (half-open [claimed_at, expires_at): at the expiry instant it is over); the
--- trigger logs one lease_expired event each. A function, so that the default path
--- sends lock, clock and release as one statement (`SELECT release_expired(lock_board())`):
--- its UPDATE is a statement of its own, with a snapshot taken after the lock.
+-- trigger logs one lease_expired event each. A function, called by open_board once the
+-- lock is held: its UPDATE is a statement of its own, with a snapshot taken after the
+-- lock (called alone, it needs the store's search_path, like the helpers below).
 CREATE FUNCTION release_expired(at timestamptz) RETURNS timestamptz
-    LANGUAGE plpgsql SET search_path FROM CURRENT
+    LANGUAGE plpgsql
     AS $$
 BEGIN
     UPDATE tasks
@@ -270,12 +270,15 @@ CREATE TYPE board_row AS (
     issued_lease_expires_at_utc timestamptz
 );
 
--- plpgsql, like every helper here: it keeps its plans for the session, where a plain
--- SQL function called from a function is planned again on every call. The target of
+-- The helpers of the board functions (row_of, open_board, release_expired, take,
+-- refused) run inside one of them and inherit its search_path: only the entry points
+-- and the triggers pin it, since each pinning costs a setting change per call. They are
+-- plpgsql, which keeps its plans for the session, where a plain SQL function called
+-- from a function is planned again on every call. The target of
 -- each edge is a primary-key lookup, never a scan of the board.
 CREATE FUNCTION row_of(part text, at timestamptz, t tasks, issued task_events DEFAULT NULL)
     RETURNS board_row
-    LANGUAGE plpgsql STABLE SET search_path FROM CURRENT
+    LANGUAGE plpgsql STABLE
     AS $$
 BEGIN
     RETURN (part, at, t.sequence, t.id, t.subject, t.description, t.status, t.owner,
@@ -293,7 +296,7 @@ $$;
 -- Lock, clock, release: the start of every operation. `at` is the injected clock's
 -- reading, or NULL for the server's, read once the lock is held.
 CREATE FUNCTION open_board(at timestamptz) RETURNS timestamptz
-    LANGUAGE plpgsql SET search_path FROM CURRENT
+    LANGUAGE plpgsql
     AS $$
 BEGIN
     PERFORM pg_advisory_xact_lock(board_lock_key());
@@ -305,7 +308,7 @@ $$;
 -- event and refuses a token that was ever issued before.
 CREATE FUNCTION take(target tasks, at timestamptz, lease interval, new_owner text, token text)
     RETURNS board_row
-    LANGUAGE plpgsql SET search_path FROM CURRENT
+    LANGUAGE plpgsql
     AS $$
 BEGIN
     UPDATE tasks
@@ -361,7 +364,7 @@ $$;
 -- The task as it is, with the claim the token history says `token` was issued for.
 CREATE FUNCTION refused(at timestamptz, task_id text, token text)
     RETURNS board_row
-    LANGUAGE plpgsql SET search_path FROM CURRENT
+    LANGUAGE plpgsql
     AS $$
 DECLARE
     target tasks;
