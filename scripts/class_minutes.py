@@ -5,6 +5,7 @@
     .venv/bin/python scripts/class_minutes.py --check    # exit 1: the core class is over 90 min
     .venv/bin/python scripts/class_minutes.py --json     # the same numbers, for tools
     .venv/bin/python scripts/class_minutes.py A.ipynb    # only these notebooks
+    .venv/bin/python scripts/class_minutes.py --guide    # rewrite teacher/README.md's table
 
 The rules (API.md, "Course layout"), made precise so two people get one number:
 
@@ -243,6 +244,33 @@ def table(core: Sequence[Estimate], extra: Sequence[Estimate]) -> str:
     return "\n".join(lines)
 
 
+GUIDE = ROOT / "teacher" / "README.md"
+GUIDE_START = "<!-- class_minutes: start (scripts/class_minutes.py --guide rewrites this table) -->"
+GUIDE_END = "<!-- class_minutes: end -->"
+
+
+def guide_block(core: Sequence[Estimate], extra: Sequence[Estimate]) -> str:
+    """The teacher's guide's minutes table, between its markers."""
+
+    def link(item: Estimate) -> str:
+        return f"[{Path(item.notebook).stem}](../notebooks/{item.notebook})"
+
+    rows = [GUIDE_START, "| Notebook | Minutes |", "|---|---|"]
+    rows += [f"| {link(item)} | {item.minutes} |" for item in core]
+    rows.append(f"| **core class** | **{core_total(core)}** |")
+    rows += [f"| {link(item)} | {item.minutes}, optional |" for item in extra]
+    rows.append(GUIDE_END)
+    return "\n".join(rows)
+
+
+def guide_with_block(text: str, block: str) -> str:
+    """`text` (the guide) with its minutes table replaced by `block`."""
+    start, end = text.find(GUIDE_START), text.find(GUIDE_END)
+    if start < 0 or end < start:
+        raise EstimateError("no_guide_table", f"the guide has no {GUIDE_START!r} ... {GUIDE_END!r}")
+    return text[:start] + block + text[end + len(GUIDE_END) :]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Estimate the class's minutes per notebook.")
     parser.add_argument(
@@ -252,6 +280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--check", action="store_true", help=f"exit 1 when the core total is over {LIMIT_MINUTES}"
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    parser.add_argument(
+        "--guide", action="store_true", help="rewrite the minutes table in teacher/README.md"
+    )
     args = parser.parse_args(argv)
     try:
         if args.paths:
@@ -260,6 +291,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             core = [estimate(path) for path in core_notebooks()]
             extra = [estimate(path) for path in extra_notebooks()]
+        if args.guide:
+            try:
+                text = GUIDE.read_text(encoding="utf-8")
+            except OSError as error:
+                raise EstimateError("no_guide", f"{GUIDE}: {error}") from None
+            GUIDE.write_text(guide_with_block(text, guide_block(core, extra)), encoding="utf-8")
     except EstimateError as error:
         print(f"class_minutes: {error}", file=sys.stderr)
         return 2

@@ -211,3 +211,24 @@ def test_no_widget_output_no_widget_metadata_and_streams_joined() -> None:
     assert "widgets" not in nb["metadata"]
     executor.coalesce_streams(nb)
     assert nb["cells"][0]["outputs"] == [{**out, "text": "a\nb\n"}]
+
+
+def test_the_teachers_guide_has_the_scripts_minutes() -> None:
+    core = [minutes.estimate(path) for path in minutes.core_notebooks()]
+    extra = [minutes.estimate(path) for path in minutes.extra_notebooks()]
+    guide = minutes.GUIDE.read_text(encoding="utf-8")
+    block = minutes.guide_block(core, extra)
+    assert block in guide, "run: .venv/bin/python scripts/class_minutes.py --guide"
+    assert minutes.guide_with_block(guide, block) == guide
+
+
+def test_the_guide_table_is_found_or_a_coded_error() -> None:
+    est = minutes.estimate_cells("01_a.ipynb", [md(words(400))])
+    block = minutes.guide_block([est], [])
+    assert "| [01_a](../notebooks/01_a.ipynb) | 2 |" in block
+    assert "| **core class** | **2** |" in block
+    text = f"intro\n{minutes.GUIDE_START}\nold\n{minutes.GUIDE_END}\nrest\n"
+    assert minutes.guide_with_block(text, block) == f"intro\n{block}\nrest\n"
+    with pytest.raises(minutes.EstimateError) as caught:
+        minutes.guide_with_block("no table here", block)
+    assert caught.value.code == "no_guide_table"
