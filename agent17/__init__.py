@@ -5,6 +5,8 @@ The names of the public contract (CONTRACT.md), plus the few the notebooks use.
 
 from typing import TYPE_CHECKING, Any
 
+# First: in the browser edition this completes the kernel's empty fcntl module.
+import agent17.browser  # noqa: F401
 from agent17.claims import DirectTaskClaimService, ToolContext, WorkStealingRuntime
 from agent17.domain import (
     ErrorCode,

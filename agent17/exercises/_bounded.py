@@ -5,7 +5,11 @@ notebook has, so a candidate defined in a notebook cell works as it is, with
 the names it uses from other cells. A candidate that loops forever is killed
 when the deadline passes, and the check fails with that reason. Where fork
 does not exist (Windows) the check runs in a thread instead: it still fails
-after the deadline, but the stuck thread cannot be stopped.
+after the deadline, but the stuck thread cannot be stopped. In the browser
+edition (Pyodide) there is neither a fork nor a thread: the check runs inline,
+and a trace function stops it at the first Python line past the deadline; a
+candidate stuck inside one call that runs no Python line (a long sleep) is
+stopped only once that call returns.
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ import os
 import pickle
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any, Final
+
+from agent17.browser import IN_BROWSER
 
 FORK_AVAILABLE: Final = "fork" in multiprocessing.get_all_start_methods()
 
@@ -52,6 +60,23 @@ def raised(error: BaseException) -> str:
     return f"your code raised {type(error).__name__}: {error}{where}"
 
 
+def _noting_printed(result: CheckResult, printed: str) -> CheckResult:
+    """A failed verdict shows the student what their code printed (at most 400 characters)."""
+    text = printed.strip()
+    if not text or result.passed:
+        return result
+    shown = text if len(text) <= 400 else text[:400] + "..."
+    return CheckResult(False, f"{result.feedback}\n(your code printed: {shown})")
+
+
+def _too_slow(timeout: float) -> CheckResult:
+    return CheckResult(
+        False,
+        f"your code did not finish within {timeout:g} seconds: an endless loop, or a"
+        " wait that nothing ends? (the check stopped it)",
+    )
+
+
 def _child(check: Callable[[], CheckResult], sender: Any) -> None:
     # The kernel's stdout is a socket of the parent's: print into a buffer instead,
     # and show the student what their code printed.
@@ -61,10 +86,7 @@ def _child(check: Callable[[], CheckResult], sender: Any) -> None:
         result = check()
     except BaseException as error:  # sent back and reported, never re-raised here
         result = CheckResult(False, raised(error))
-    text = printed.getvalue().strip()
-    if text and not result.passed:
-        shown = text if len(text) <= 400 else text[:400] + "..."
-        result = CheckResult(False, f"{result.feedback}\n(your code printed: {shown})")
+    result = _noting_printed(result, printed.getvalue())
     try:
         sender.send_bytes(pickle.dumps(result))
     finally:
@@ -74,6 +96,8 @@ def _child(check: Callable[[], CheckResult], sender: Any) -> None:
 
 def run_bounded(check: Callable[[], CheckResult], timeout: float) -> CheckResult:
     """`check()` in a forked child (or a thread), failed if it takes longer than `timeout` s."""
+    if IN_BROWSER:
+        return _run_inline(check, timeout)
     if not FORK_AVAILABLE:
         return _run_in_thread(check, timeout)
     context = multiprocessing.get_context("fork")
@@ -84,11 +108,7 @@ def run_bounded(check: Callable[[], CheckResult], timeout: float) -> CheckResult
     sender.close()
     try:
         if not receiver.poll(timeout):
-            return CheckResult(
-                False,
-                f"your code did not finish within {timeout:g} seconds: an endless loop, or a"
-                " wait that nothing ends? (the check stopped it)",
-            )
+            return _too_slow(timeout)
         result: CheckResult = pickle.loads(receiver.recv_bytes())
         return result
     except EOFError:
@@ -115,3 +135,33 @@ def _run_in_thread(check: Callable[[], CheckResult], timeout: float) -> CheckRes
     if not box:
         return CheckResult(False, f"your code did not finish within {timeout:g} seconds")
     return box[0]
+
+
+class _DeadlinePassed(BaseException):
+    """Raised inside a candidate by the inline bound (a BaseException: `except Exception` in
+    the candidate's own code cannot swallow it)."""
+
+
+def _run_inline(check: Callable[[], CheckResult], timeout: float) -> CheckResult:
+    deadline = time.monotonic() + timeout
+
+    def trace(frame: FrameType, event: str, arg: object) -> Any:
+        if time.monotonic() > deadline:
+            raise _DeadlinePassed
+        return trace
+
+    printed = io.StringIO()
+    saved_trace = sys.gettrace()
+    saved_streams = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = printed
+    sys.settrace(trace)
+    try:
+        result = check()
+    except _DeadlinePassed:
+        result = _too_slow(timeout)
+    except BaseException as error:  # reported to the student, as the forked child does
+        result = CheckResult(False, raised(error))
+    finally:
+        sys.settrace(saved_trace)
+        sys.stdout, sys.stderr = saved_streams
+    return _noting_printed(result, printed.getvalue())

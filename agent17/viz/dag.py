@@ -11,7 +11,10 @@ fixed order, and nothing reads the clock. Tests and notebooks compare
 
 Without Graphviz's `dot` program (a student who installed with pip alone),
 a notebook cell that shows a board prints one line saying how to install it,
-then the board as text, instead of a long ExecutableNotFound traceback.
+then the board as text, instead of a long ExecutableNotFound traceback (or
+the OSError graphviz raises where no program can be started at all). In the
+browser edition the picture comes from Graphviz's WebAssembly build instead
+(agent17.viz.wasm_dot).
 
 Leases: a `Task` carries no lease (the lease belongs to the claim), so the
 caller passes a mapping task id -> lease_expires_at_utc. `active_leases()`
@@ -27,7 +30,9 @@ from typing import Any, Final
 
 import graphviz
 
+from agent17.browser import IN_BROWSER
 from agent17.domain import EventKind, Task, TaskEvent, TaskStatus, completed_ids, is_ready
+from agent17.viz.wasm_dot import WasmDotUnavailable, render_svg
 from agent17.wire import wire_clock
 
 
@@ -204,11 +209,17 @@ class BoardGraph(graphviz.Digraph):  # type: ignore[misc]  # graphviz ships no t
         exclude: Iterable[str] | None = None,
         **kwargs: Any,
     ) -> dict[str, bytes | str]:
+        if IN_BROWSER:
+            try:
+                return {"image/svg+xml": render_svg(self.source)}
+            except WasmDotUnavailable as error:
+                return {"text/plain": f"{error}\n{self.board_text or self.source}"}
         try:
             bundle: dict[str, bytes | str] = super()._repr_mimebundle_(
                 include=include, exclude=exclude, **kwargs
             )
-        except graphviz.ExecutableNotFound:
+        except (graphviz.ExecutableNotFound, OSError):
+            # OSError: graphviz's subprocess call where no process can start at all.
             return {"text/plain": f"{NO_DOT_MESSAGE}\n{self.board_text or self.source}"}
         return bundle
 

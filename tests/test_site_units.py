@@ -1,0 +1,50 @@
+"""The browser edition's paths in agent17, run on CPython: the inline bound, the fcntl stand-in."""
+
+from __future__ import annotations
+
+import types
+
+from agent17.browser import complete_empty_fcntl
+from agent17.exercises._bounded import CheckResult, _run_inline
+
+
+def test_inline_check_is_stopped_at_its_deadline() -> None:
+    def endless() -> CheckResult:
+        while True:
+            pass
+
+    result = _run_inline(endless, 0.2)
+    assert not result.passed
+    assert "did not finish within 0.2 seconds" in result.feedback
+
+
+def test_inline_check_gives_its_verdict_and_what_a_failing_candidate_printed() -> None:
+    assert _run_inline(lambda: CheckResult(True, "right"), 5.0) == CheckResult(True, "right")
+
+    def noisy() -> CheckResult:
+        print("looking at B")
+        return CheckResult(False, "C is not ready")
+
+    result = _run_inline(noisy, 5.0)
+    assert result == CheckResult(False, "C is not ready\n(your code printed: looking at B)")
+
+
+def test_inline_check_reports_a_raised_error_and_restores_the_trace() -> None:
+    import sys
+
+    def broken() -> CheckResult:
+        raise KeyError("A")
+
+    before = sys.gettrace()
+    result = _run_inline(broken, 5.0)
+    assert not result.passed and "KeyError" in result.feedback
+    assert sys.gettrace() is before
+
+
+def test_the_kernels_empty_fcntl_gets_a_flock_that_excludes_nothing() -> None:
+    empty = types.ModuleType("fcntl")
+    modules = {"fcntl": empty}
+    assert complete_empty_fcntl(modules)
+    empty.flock(3, empty.LOCK_EX | empty.LOCK_NB)  # type: ignore[attr-defined]
+    assert not complete_empty_fcntl(modules)  # a real (or completed) fcntl is left alone
+    assert not complete_empty_fcntl({})
