@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import types
+from typing import Any
+
+import pytest
 
 from agent17.browser import complete_empty_fcntl
 from agent17.exercises._bounded import CheckResult, _run_inline
@@ -48,3 +51,31 @@ def test_the_kernels_empty_fcntl_gets_a_flock_that_excludes_nothing() -> None:
     empty.flock(3, empty.LOCK_EX | empty.LOCK_NB)  # type: ignore[attr-defined]
     assert not complete_empty_fcntl(modules)  # a real (or completed) fcntl is left alone
     assert not complete_empty_fcntl({})
+
+
+def test_in_the_browser_a_step_runs_inline_and_an_undecided_request_is_denied_saying_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent17.agent.permissions import ApprovalRequest
+    from agent17.viz import approvals
+
+    monkeypatch.setattr(approvals, "IN_BROWSER", True)
+    approver = approvals.ButtonApprover()
+    request = ApprovalRequest("alice", "write_file", {"path": "notes.txt", "content": "hi"})
+    verdicts: list[bool] = []
+
+    def tick() -> Any:
+        verdicts.append(approver(request))
+        return "outcome"
+
+    job = approver.start("alice", tick)
+    assert job.thread is None and job.done and job.outcome == "outcome"
+    approver.decide_next(True)
+    approver.start("alice", tick)
+    assert verdicts == [False, True]
+    assert [answer.how for answer in approver.answers] == [
+        approvals.BROWSER_DENIAL,
+        "decided before the step",
+    ]
+    assert approver.pending is None
+    assert approver(request) is False  # outside a step: nobody at the buttons

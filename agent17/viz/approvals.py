@@ -9,6 +9,12 @@ parks on an approval request, and the panel then shows "approve request" and
 bounded, so the same clicks always give the same story. `decide_next()`
 answers the next request in advance instead; a request from any other thread
 (the autonomous runtime) is denied, as it would be with no approver at all.
+
+In the browser edition (Pyodide) no helper thread can start, and nothing can
+pause a tick halfway and resume it on a later click: `start` runs the tick
+inline, and a request it makes with no answer decided in advance is denied,
+saying so (`BROWSER_DENIAL`). `decide_next()` before the step is the way to
+approve there.
 """
 
 from __future__ import annotations
@@ -20,9 +26,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from agent17.agent.permissions import ApprovalRequest
+from agent17.browser import IN_BROWSER
 from agent17.team.teammate import TickOutcome
 
 DEFAULT_ANSWER_TIMEOUT_SECONDS: Final = 900.0
+BROWSER_DENIAL: Final = (
+    "denied: in the browser a step runs without a helper thread, so it cannot wait for"
+    " a button; decide before the step (approvals.decide_next)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +90,8 @@ class ButtonApprover:
             job: TickJob | None = getattr(self._local, "job", None)
             if job is None:
                 return self._record(request, False, "nobody at the buttons")
+            if IN_BROWSER:
+                return self._record(request, False, BROWSER_DENIAL)
             parked = _Parked(request, job)
             self._parked.append(parked)
             self.condition.notify_all()
@@ -143,6 +156,8 @@ class ButtonApprover:
     def start(self, name: str, tick: Callable[[], TickOutcome]) -> TickJob:
         """Run `tick` on a helper thread whose approval requests wait for the buttons."""
         job = TickJob(name)
+        if IN_BROWSER:
+            return self._run_inline(job, tick)
 
         def run() -> None:
             # Marks this thread as one the buttons answer for.
@@ -163,6 +178,17 @@ class ButtonApprover:
         # Daemon: a tick forgotten while parked must never keep the kernel from exiting.
         job.thread = threading.Thread(target=run, name=f"agent17-step-{name}", daemon=True)
         job.thread.start()
+        return job
+
+    def _run_inline(self, job: TickJob, tick: Callable[[], TickOutcome]) -> TickJob:
+        self._local.job = job
+        try:
+            job.outcome = tick()
+        except BaseException as error:  # handed to the stepper, which re-raises it
+            job.error = error
+        finally:
+            self._local.job = None
+            job.done = True
         return job
 
     def settle(self, job: TickJob, timeout: float) -> bool:
