@@ -1,4 +1,4 @@
-"""One open PostgreSQL transaction: its statements, the rows they changed, its savepoints.
+"""One open PostgreSQL transaction: its statements and its savepoints.
 
 Used through `PgDatabase.transaction()` only (pg_connection.py), which begins,
 commits and cleans up; the driver's errors come out of `execute` already
@@ -20,7 +20,6 @@ Row = tuple[Any, ...]
 Params = Sequence[Any] | Mapping[str, Any] | None
 Translate = Callable[[Exception, "psycopg.Connection[Row]"], Exception]
 
-_WRITES: Final = frozenset({"INSERT", "UPDATE", "DELETE"})
 # Said at every BEGIN, never left to a default: the board and the mailbox queue their
 # writers on an advisory lock, and only READ COMMITTED lets each statement after the
 # lock see the commits made before it was granted. A stricter level (a database's or
@@ -53,7 +52,7 @@ class OutcomeUnknown(Exception):
 
 
 class PgTransaction:
-    """One open transaction: statements, the rows they changed, savepoints."""
+    """One open transaction: statements, savepoints."""
 
     def __init__(
         self, connection: psycopg.Connection[Row], driver: ModuleType, translate: Translate
@@ -70,8 +69,6 @@ class PgTransaction:
         """The cursor of the statement sent with BEGIN (its column names), if there was one."""
         self.rows: list[Row] = []
         self.commit_sent = False
-        self.changes = 0
-        """Rows written by this transaction's INSERT, UPDATE and DELETE statements."""
 
     def begin(self, opening: str | None = None, params: Params = None) -> None:
         """BEGIN, and `opening` with it in one message: a simple query, so `params` are
@@ -94,16 +91,7 @@ class PgTransaction:
 
     def execute(self, sql: str, params: Params = None) -> Any:
         """Run one statement; returns the cursor (fetchone/fetchall)."""
-        cursor = self._send(sql, params)
-        if cursor.statusmessage and cursor.statusmessage.split(" ", 1)[0] in _WRITES:
-            self.changes += max(cursor.rowcount, 0)
-        return cursor
-
-    @property
-    def failed(self) -> bool:
-        """True once a statement failed: the server will only roll this transaction back."""
-        status = self._connection.info.transaction_status
-        return bool(status == self._driver.pq.TransactionStatus.INERROR)
+        return self._send(sql, params)
 
     def savepoint(self, *, rollback: bool = False) -> Any:
         """A nested transaction: undone if its block raises (always, with `rollback`)."""
