@@ -76,6 +76,7 @@ def all_cells_drawn_fixture(tmp_path: Path) -> None:
     render_every_cell(tmp_path / "home")
 
 
+@pytest.mark.browser
 def test_an_unrun_core_notebook_shows_its_widgets(
     tmp_path: Path, all_cells_drawn: None, lab: LabSession
 ) -> None:

@@ -1,0 +1,155 @@
+"""The student edition opened in JupyterLab: no answer on the page, the repository untouched.
+
+The edition is built where lab.sh builds it, inside the repository's gitignored
+course/ (in a folder of its own, removed afterwards), and a notebook in it is
+run in the browser: whatever the kernel and JupyterLab write lands in course/,
+so `git status` of the repository does not change.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from browser_harness import (
+    CHROMIUM,
+    LabSession,
+    chromium_session,
+    render_every_cell,
+    running_jupyterlab,
+    trust_notebook,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOK = "03_claims_and_leases.ipynb"  # predictions with reveal cells, and an exercise
+QUIZ_NOTEBOOK = "07_the_whole_team.ipynb"
+
+
+def _load(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _git_status() -> set[str]:
+    """`git status` lines a class could cause: the course's files, and any new file.
+
+    Changes to the package's own tracked code are left out: developers edit it while
+    the suite runs, and neither the kernel nor JupyterLab writes there.
+    """
+    result = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    course_paths = ("notebooks/", "assets/", "teacher/", "README.md", "course/")
+    return {
+        line
+        for line in result.stdout.splitlines()
+        if line.startswith("??") or line[3:].startswith(course_paths)
+    }
+
+
+def _tags(cell: dict[str, Any]) -> list[str]:
+    tags: list[str] = cell.get("metadata", {}).get("tags", [])
+    return tags
+
+
+def _reveal_texts(path: Path) -> list[str]:
+    """Lines of the committed answers (reveal outputs) long enough to be recognised."""
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    lines: list[str] = []
+    for cell in notebook["cells"]:
+        if cell["cell_type"] == "code" and "reveal" in _tags(cell):
+            for output in cell.get("outputs", []):
+                text = output.get("text") or output.get("data", {}).get("text/plain", "")
+                text = "".join(text) if isinstance(text, list) else text
+                lines += [line.strip() for line in text.splitlines() if len(line.strip()) > 20]
+    return lines
+
+
+@pytest.fixture(name="student_lab")
+def student_lab_fixture(tmp_path: Path) -> Iterator[tuple[LabSession, Path]]:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    course = REPO / "course" / f".browser-test-{uuid.uuid4().hex[:8]}"
+    home = tmp_path / "home"
+    try:
+        _load("student_edition").build(course, trust=False)
+        for notebook in (course / "notebooks").glob("*.ipynb"):
+            trust_notebook(notebook, home)  # as lab.sh's build does, for this server's home
+        render_every_cell(home)
+        with (
+            running_jupyterlab(course, home) as server,
+            chromium_session(server, tmp_path / "chromium-profile") as session,
+        ):
+            yield session, course
+    finally:
+        shutil.rmtree(course, ignore_errors=True)
+
+
+@pytest.mark.browser
+def test_the_student_edition_shows_no_answer_and_running_it_leaves_git_clean(
+    student_lab: tuple[LabSession, Path],
+) -> None:
+    lab, course = student_lab
+    answers = _reveal_texts(REPO / "notebooks" / NOTEBOOK)
+    assert answers, f"{NOTEBOOK} has no reveal output to hide: pick another notebook"
+    before = _git_status()
+
+    lab.open_notebook(f"notebooks/{NOTEBOOK}")
+    page = lab.page
+    reveal = page.evaluate(
+        """() => window.jupyterapp.shell.currentWidget.content.widgets
+            .filter(cell => (cell.model.getMetadata('tags') || []).includes('reveal'))
+            .map(cell => ({type: cell.model.type,
+                           outputs: cell.model.type === 'code' ? cell.model.outputs.length : 0,
+                           hidden: cell.inputHidden}))"""
+    )
+    assert reveal, "no reveal cell in the student edition"
+    assert all(cell["outputs"] == 0 for cell in reveal if cell["type"] == "code")
+    assert all(cell["hidden"] for cell in reveal if cell["type"] == "markdown")
+    shown = page.locator(".jp-Notebook").inner_text()
+    assert not [line for line in answers if line in shown]
+    lab.screenshot("student_edition_unrun.png")
+
+    # No teacher's guide or answer key anywhere in what the student is served.
+    served = {p.name for p in course.rglob("*") if p.is_file()}
+    assert "README.md" not in served
+    assert not (course / "teacher").exists()
+
+    lab.run_all_cells()
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function(
+        "() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000
+    )
+    assert lab.error_outputs() == []
+    lab.screenshot("student_edition_after_run.png")
+    saved = json.loads((course / "notebooks" / NOTEBOOK).read_text(encoding="utf-8"))
+    assert any(cell.get("outputs") for cell in saved["cells"] if cell["cell_type"] == "code")
+
+    new = _git_status() - before
+    assert not new, f"running the student edition changed the repository: {sorted(new)}"
+
+    # The quiz is blank in the student's copy.
+    quiz = json.loads((course / "notebooks" / QUIZ_NOTEBOOK).read_text(encoding="utf-8"))
+    for cell in quiz["cells"]:
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "code" and "check_quiz(" in source:
+            assert cell["outputs"] == []
+        if cell["cell_type"] == "code" and "answer_key(" in source:
+            assert cell["outputs"] == []
