@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -232,3 +233,42 @@ def test_the_guide_table_is_found_or_a_coded_error() -> None:
     with pytest.raises(minutes.EstimateError) as caught:
         minutes.guide_with_block("no table here", block)
     assert caught.value.code == "no_guide_table"
+
+
+NOTEBOOKS = ROOT / "notebooks"
+_LINK = re.compile(r"\]\(((?:\.\./)?(?:glossary|sqlite_primer)\.md)(?:#([^)\s]*))?\)")
+_ANCHOR = re.compile(r'<a id="([a-z0-9-]+)"></a>')
+
+
+def _anchors(name: str) -> set[str]:
+    return set(_ANCHOR.findall((NOTEBOOKS / name).read_text(encoding="utf-8")))
+
+
+def test_glossary_and_primer_have_one_anchor_per_term() -> None:
+    for name in ("glossary.md", "sqlite_primer.md"):
+        text = (NOTEBOOKS / name).read_text(encoding="utf-8")
+        found = _ANCHOR.findall(text)
+        assert len(found) == len(set(found)) > 5, f"{name}: duplicate or too few anchors"
+
+
+def _course_texts() -> list[tuple[Path, str]]:
+    texts = []
+    for path in sorted(NOTEBOOKS.rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        markdown = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+        texts.append((path, "\n".join(markdown)))
+    texts += [(path, path.read_text(encoding="utf-8")) for path in sorted(NOTEBOOKS.glob("*.md"))]
+    return texts
+
+
+def test_every_glossary_and_primer_link_lands_on_an_anchor() -> None:
+    broken = []
+    for path, text in _course_texts():
+        for target, anchor in _LINK.findall(text):
+            if (path.parent / target).resolve() != NOTEBOOKS / Path(target).name:
+                broken.append(f"{path.name}: {target} (wrong folder)")
+            elif anchor and anchor not in _anchors(Path(target).name):
+                broken.append(f"{path.name}: {target}#{anchor}")
+    assert not broken, broken
