@@ -11,7 +11,7 @@ and gives each role exactly its tool surface:
 
 Model configuration is checked by the caller before `build_team` runs, so a
 bad configuration never leaves a `.agent_tutorial` folder behind. Where
-the board and the mailbox live is `TeamSettings.store` (team/workplace.py): the
+the board and the mailbox live is `TeamSettings.store` (team/state.py): the
 workspace's SQLite files, or a PostgreSQL database; the board is opened first,
 so a server that cannot be reached stops the build before anything is made.
 """
@@ -40,18 +40,13 @@ from agent17.claims import (
     WorkStealingRuntime,
 )
 from agent17.domain import Clock, IdFactory, TaskClaim, utc_now
+from agent17.store.board import TaskBoard
 from agent17.team.mailbox import TeamMailbox
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
 from agent17.team.runtime import OutcomeListener, TeammateRuntime
 from agent17.team.simulation import SimulatedTime
 from agent17.team.sleepers import Sleeper, WatcherFactory, WatchingSleeper
-from agent17.team.workplace import (
-    TaskBoard,
-    Workplace,
-    parse_store_url,
-    real_workspace,
-    watching_sleeper,
-)
+from agent17.team.workplace import TeamState, open_team_state, parse_store_url, real_workspace
 from agent17.tools.base import ToolRegistry
 from agent17.tools.task_tools import (
     register_leased_task_tools,
@@ -183,6 +178,7 @@ class Team:
     audit: AuditTrail
     ledger: IdempotencyLedger
     settings: TeamSettings
+    state: TeamState
     runners: dict[str, AgentRunner] = field(default_factory=dict)
     _closed: bool = False
 
@@ -216,15 +212,14 @@ class Team:
         self._closed = True
         self.teammates.stop()
         self.ledger.close()
-        self.mailbox.close()
-        self.store.close()
+        self.state.close()
 
 
 def build_team(settings: TeamSettings) -> Team:
     """Build one store and everything that shares it, wired in the chapter's order."""
     workspace = settings.workspace
     # The board first: a server that cannot be reached stops here, before any file is made.
-    workplace = Workplace.open(
+    state = open_team_state(
         parse_store_url(settings.store),
         workspace,
         clock=settings.clock,
@@ -232,7 +227,7 @@ def build_team(settings: TeamSettings) -> Team:
         new_claim_token=settings.new_claim_token,
         lease_seconds=settings.lease_seconds,
     )
-    store, mailbox = workplace.store, workplace.mailbox
+    store, mailbox = state.store, state.mailbox
     work_stealing = WorkStealingRuntime(
         store=store,
         poll_interval_seconds=settings.poll_interval_seconds,
@@ -246,7 +241,7 @@ def build_team(settings: TeamSettings) -> Team:
         board_clock = settings.clock or utc_now
 
         def watch(name: str) -> tuple[WatchingSleeper, Callable[[], None]]:
-            return watching_sleeper(store, mailbox, name, clock=board_clock)
+            return state.watch(name, clock=board_clock)
 
     teammates = TeammateRuntime(
         mailbox,
@@ -258,12 +253,12 @@ def build_team(settings: TeamSettings) -> Team:
     )
     clock_kwargs = {} if settings.clock is None else {"clock": settings.clock}
     audit = (
-        AuditTrail.for_workspace(workspace, **clock_kwargs)
+        AuditTrail.for_workspace(state.records(), **clock_kwargs)
         if settings.persistent_audit
         else AuditTrail.in_memory(**clock_kwargs)
     )
     ledger = (
-        IdempotencyLedger.for_workspace(workspace)
+        IdempotencyLedger.for_workspace(state.records())
         if settings.persistent_audit
         else IdempotencyLedger.in_memory()
     )
@@ -312,5 +307,6 @@ def build_team(settings: TeamSettings) -> Team:
         audit=audit,
         ledger=ledger,
         settings=settings,
+        state=state,
         runners=runners,
     )

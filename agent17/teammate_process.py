@@ -15,7 +15,7 @@ teammate process
 3. runs the idle loop (mailbox -> protocol -> plan gate -> claim_next -> wait);
    the wait ends early when another process changes the board or the mailbox,
    or when a lease runs out (`ChangeWatchingSleeper` on SQLite, LISTEN/NOTIFY
-   on PostgreSQL: `Workplace.sleeper`), so a message or a newly ready task is
+   on PostgreSQL: `TeamState.sleeper`), so a message or a newly ready task is
    noticed within a fraction of a second;
 4. ends after the shutdown handshake or after its idle timeout (exit 0, one
    line saying which), on Ctrl-C (exit 130), or when its model server refuses
@@ -54,7 +54,7 @@ from agent17.team.idle_loop import LoopEnd, run_idle_loop
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
 from agent17.team.registry import TeamRegistry, require_teammate_name
 from agent17.team.teammate import Teammate, TickKind, TickOutcome
-from agent17.team.workplace import StoreUrlError, Workplace, parse_store_url, real_workspace
+from agent17.team.workplace import StoreUrlError, open_team_state, parse_store_url, real_workspace
 
 START_GATE_TIMEOUT_SECONDS = 120.0
 
@@ -163,19 +163,19 @@ def run_teammate(config: TeammateConfig, out: TextIO, err: TextIO) -> int:
     try:
         # The board and the mailbox first: a server that cannot be reached stops here,
         # before this host's ledger and audit trail are made in the workspace.
-        workplace = Workplace.open(
+        state = open_team_state(
             parse_store_url(config.store), config.workspace, lease_seconds=config.lease_seconds
         )
-        opened.append(workplace)
-        store, mailbox = workplace.store, workplace.mailbox
+        opened.append(state)
+        store, mailbox = state.store, state.mailbox
         protocol = TeamProtocol(mailbox)
         work_stealing = WorkStealingRuntime(
             store=store,
             poll_interval_seconds=config.poll_interval_seconds,
             max_idle_polls=config.max_idle_polls,
         )
-        audit = AuditTrail.for_workspace(config.workspace)
-        ledger = IdempotencyLedger.for_workspace(config.workspace)
+        audit = AuditTrail.for_workspace(state.records())
+        ledger = IdempotencyLedger.for_workspace(state.records())
         opened.append(ledger)
         # A teammate process usually has no terminal: then every approval is denied.
         approver = terminal_approver(sys.stdin or io.StringIO(), out)
@@ -193,10 +193,10 @@ def run_teammate(config: TeammateConfig, out: TextIO, err: TextIO) -> int:
         teammate = Teammate(
             config.name, agent=runner, protocol=protocol, work_stealing=work_stealing
         )
-        sleeper = workplace.sleeper(config.name)
+        sleeper = state.sleeper(config.name)
         if config.start_gate is not None:
             _wait_for_gate(config.start_gate)
-        _line(out, config.name, f"joined the team on {workplace.where}")
+        _line(out, config.name, f"joined the team on {state.where}")
         member = teammate
 
         def before_scan() -> None:
