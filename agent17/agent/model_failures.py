@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import random
+from enum import StrEnum
 
 import openai
 
@@ -35,15 +36,25 @@ RETRIED_STATUSES = frozenset({408, 409, 429})
 """Besides every 5xx: a timeout, a conflict and rate limiting are worth another try."""
 
 
-class ModelError(Refusal):
-    """The model server refused a call, or kept failing it; `code` says which.
+class ModelCode(StrEnum):
+    """Why the model server refused a call, or how it kept failing it."""
 
-    Codes: `model_auth_failed` (401, 403), `model_not_found` (404),
-    `model_quota_exceeded` (429 insufficient_quota: waiting will not help),
-    `model_bad_request` (any other 4xx), `model_unavailable` (still failing
-    after every retry), `model_bad_response` (an answer that is no usable
-    chat completion). The message is one line and never holds the API key.
+    MODEL_AUTH_FAILED = "model_auth_failed"  # 401, 403
+    MODEL_NOT_FOUND = "model_not_found"  # 404
+    MODEL_QUOTA_EXCEEDED = "model_quota_exceeded"  # 429 insufficient_quota: waiting will not help
+    MODEL_BAD_REQUEST = "model_bad_request"  # any other 4xx
+    MODEL_UNAVAILABLE = "model_unavailable"  # still failing after every retry
+    MODEL_BAD_RESPONSE = "model_bad_response"  # an answer that is no usable chat completion
+
+
+class ModelError(Refusal):
+    """The model server refused a call, or kept failing it; `code` (a ModelCode) says which.
+
+    The message is one line and never holds the API key.
     """
+
+    def __init__(self, code: ModelCode, message: str) -> None:
+        super().__init__(code, message)
 
 
 def is_transient(error: openai.APIError) -> bool:
@@ -62,44 +73,48 @@ def model_error(error: openai.APIError, *, server: str, api_key: str | None) -> 
     said = _server_text(error, api_key)
     if isinstance(error, openai.APITimeoutError):
         return ModelError(
-            "model_unavailable", f"the model server at {server} did not answer in time"
+            ModelCode.MODEL_UNAVAILABLE, f"the model server at {server} did not answer in time"
         )
     if isinstance(error, openai.APIConnectionError):
-        return ModelError("model_unavailable", f"could not reach the model server at {server}")
+        return ModelError(
+            ModelCode.MODEL_UNAVAILABLE, f"could not reach the model server at {server}"
+        )
     if not isinstance(error, openai.APIStatusError):
         return ModelError(
-            "model_bad_response",
+            ModelCode.MODEL_BAD_RESPONSE,
             f"the model server at {server} sent an answer that is no chat completion{said}",
         )
     status = error.status_code
     http = f"HTTP {status}{said}"
     if status in (401, 403):
         return ModelError(
-            "model_auth_failed",
+            ModelCode.MODEL_AUTH_FAILED,
             f"the model server at {server} refused the API key ({http}); check OPENAI_API_KEY"
             " and that the key may use this model",
         )
     if status == 404:
         return ModelError(
-            "model_not_found",
+            ModelCode.MODEL_NOT_FOUND,
             f"the model server at {server} has no such model or endpoint ({http}); check"
             " AGENT17_MODEL and OPENAI_BASE_URL",
         )
     if status == 429 and not is_transient(error):
         return ModelError(
-            "model_quota_exceeded",
+            ModelCode.MODEL_QUOTA_EXCEEDED,
             f"the model server at {server} says the quota is used up ({http})",
         )
     if is_transient(error):
-        return ModelError("model_unavailable", f"the model server at {server} failed ({http})")
+        return ModelError(
+            ModelCode.MODEL_UNAVAILABLE, f"the model server at {server} failed ({http})"
+        )
     return ModelError(
-        "model_bad_request", f"the model server at {server} rejected the request ({http})"
+        ModelCode.MODEL_BAD_REQUEST, f"the model server at {server} rejected the request ({http})"
     )
 
 
 def gave_up(last: ModelError, attempts: int) -> ModelError:
     """The stop after `attempts` tries that all failed: how often, and the last failure."""
-    return ModelError(last.code, f"{last.message}; gave up after {attempts} tries")
+    return ModelError(ModelCode(last.code), f"{last.message}; gave up after {attempts} tries")
 
 
 def pause_before_retry(retry: int, error: openai.APIError) -> float:

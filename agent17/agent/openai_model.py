@@ -20,6 +20,7 @@ from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolPara
 
 from agent17.agent.model_failures import (
     DEFAULT_RETRIES,
+    ModelCode,
     ModelError,
     gave_up,
     is_transient,
@@ -188,7 +189,7 @@ class OpenAIModel:
             # Cut short: the problem may quote a (huge) name the server made up.
             said = str(problem)[:200]
             raise ModelError(
-                "model_bad_response",
+                ModelCode.MODEL_BAD_RESPONSE,
                 f"the model server at {self.server} sent no usable chat completion: {said}",
             ) from None
 

@@ -45,7 +45,7 @@ from agent17.agent.permissions import (
 from agent17.claims import ToolContext
 from agent17.domain import TaskClaim, TaskError
 from agent17.inputs import describe_validation_error
-from agent17.tools.base import AnyTool, ToolRegistry, error_result, result_error
+from agent17.tools.base import AnyTool, ToolCode, ToolRegistry, error_result, result_error
 
 DEFAULT_MAX_TURNS = 12
 
@@ -194,9 +194,15 @@ class AgentRunner:
     ) -> ToolCallRecord:
         decision: AuditDecision
         if tool is None:
-            decision, result = "refused", error_result("unknown_tool", f"no tool {call.name!r}")
+            decision, result = (
+                "refused",
+                error_result(ToolCode.UNKNOWN_TOOL, f"no tool {call.name!r}"),
+            )
         elif call.arguments_error is not None:
-            decision, result = "refused", error_result("invalid_arguments", call.arguments_error)
+            decision, result = (
+                "refused",
+                error_result(ToolCode.INVALID_ARGUMENTS, call.arguments_error),
+            )
         else:
             decision, result = self._decide_and_run(call, tool, idempotency_key, ordinal)
         outcome = _outcome(result)
@@ -218,7 +224,9 @@ class AgentRunner:
         try:
             tool.input_model.model_validate(call.arguments)
         except ValidationError as error:
-            return "refused", error_result("invalid_arguments", describe_validation_error(error))
+            return "refused", error_result(
+                ToolCode.INVALID_ARGUMENTS, describe_validation_error(error)
+            )
         key = None
         if self.ledger is not None and idempotency_key is not None and ordinal is not None:
             key = LedgerKey.of(idempotency_key, ordinal, call.name, call.arguments)
@@ -228,7 +236,7 @@ class AgentRunner:
         request = ApprovalRequest(self.identity, call.name, dict(call.arguments))
         if self.policy.decide(request, effectful=tool.effectful) == "deny":
             return "deny", error_result(
-                "permission_denied", f"{self.identity} may not run {call.name} now"
+                ToolCode.PERMISSION_DENIED, f"{self.identity} may not run {call.name} now"
             )
         if tool.effectful and self._claim is not None and self.fence is not None:
             # The fence, as late as possible: after the approval (which may take a

@@ -31,3 +31,6 @@ from agent17.racelab.sqlite_race import run_sqlite_race
 def race_both(schedule: Sequence[Step] = DEFAULT_SCHEDULE) -> tuple[RaceResult, RaceResult]:
     """The same schedule on both boards: (JSON result, SQLite result)."""
     return run_json_race(schedule), run_sqlite_race(schedule)
+
+
+__all__ = ["race_both", "run_json_race", "run_sqlite_race"]

@@ -26,7 +26,7 @@ from typing import Final
 
 from agent17.domain import ErrorCode, Refusal
 
-RefusalFactory = Callable[[str, str], Refusal]
+RefusalFactory = Callable[[ErrorCode, str], Refusal]
 """Builds the caller's refusal (TaskError, MailboxError, ...) from a code and a message."""
 
 UNAVAILABLE: Final = ErrorCode.STORE_UNAVAILABLE

@@ -86,7 +86,7 @@ _REFERENCES: dict[tuple[str, str, int], dict[tuple[str, str], str]] = {}
 _REFERENCES_LOCK = threading.Lock()
 
 
-STORE_NOT_FOUND: Final = "store_not_found"
+STORE_NOT_FOUND: Final = ErrorCode.STORE_NOT_FOUND
 """The refusal code of an open that may not create the schema, when there is none."""
 
 

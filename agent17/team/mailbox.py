@@ -30,14 +30,22 @@ import sqlite3
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Protocol, TypeVar, cast
 
-from agent17.domain import Refusal, name_problem, preview, text_problem
+from agent17.domain import text_problem
 from agent17.store.database import StateDatabase
 from agent17.store.state_file import ExclusiveHold, Schema
+from agent17.team.envelopes import (
+    DamagedMessage,
+    Envelope,
+    MailboxCode,
+    MailboxError,
+    MessageState,
+    require_envelope,
+    require_name,
+)
 from agent17.team.message_rows import (
     MAX_DELIVERIES,
     DeadLetter,
@@ -59,49 +67,15 @@ TEAM_SCHEMA: Final = Schema(
 
 T = TypeVar("T")
 
-
-class MailboxError(Refusal):
-    """A known refusal of the mailbox; `code` is stable (tools report it as-is)."""
-
-
-DAMAGED_MESSAGE: Final = "damaged_message"
-
-
-class DamagedMessage(MailboxError):
-    """A stored row that no mailbox writes (code `damaged_message`); nothing was changed.
-
-    `sequence` is the row's, so its recipient's teammate can set it aside.
-    """
-
-    def __init__(self, sequence: object, problem: str) -> None:
-        super().__init__(
-            DAMAGED_MESSAGE,
-            f"stored message {preview(sequence)} is damaged: {problem}. No mailbox writes such"
-            " a row (it was written by hand); its recipient's teammate sets it aside in"
-            " dead_letters",
-        )
-        self.sequence = sequence
-
-
-class MessageState(StrEnum):
-    """Where a message is in its delivery: queued -> claimed -> acked."""
-
-    QUEUED = "queued"
-    CLAIMED = "claimed"
-    ACKED = "acked"
-
-
-@dataclass(frozen=True, slots=True)
-class Envelope:
-    """One stored message: who to, who from, its kind and JSON body, and its delivery state."""
-
-    sequence: int
-    recipient: str
-    sender: str
-    kind: str
-    body: str
-    state: MessageState
-    deliveries: int
+__all__ = [  # what a message is lives in envelopes.py; every user of the mailbox imports it here
+    "DamagedMessage",
+    "Envelope",
+    "MailboxCode",
+    "MailboxError",
+    "MessageState",
+    "require_envelope",
+    "require_name",
+]
 
 
 _COLUMNS: Final = "sequence, recipient, sender, kind, body, state, deliveries"
@@ -127,26 +101,6 @@ def _envelope(row: StoredRow) -> Envelope:
 def plain_rows(connection: SqlRunner, sql: str, parameters: tuple[object, ...]) -> list[StoredRow]:
     """The rows of a query as the driver gives them (an engine that decodes nothing itself)."""
     return [tuple(row) for row in connection.execute(sql, parameters).fetchall()]
-
-
-def require_name(value: object, what: str) -> str:
-    """`value` if it is a valid name (see `name_problem`), else MailboxError `invalid_<what>`."""
-    problem = name_problem(value)
-    if problem is not None:
-        raise MailboxError(f"invalid_{what}", f"{what} {problem}: {preview(value)}")
-    assert isinstance(value, str)
-    return value
-
-
-def require_envelope(value: object) -> Envelope:
-    """`value` if it can name a stored message, else MailboxError `invalid_envelope`."""
-    if not isinstance(value, Envelope):
-        raise MailboxError("invalid_envelope", f"not an Envelope: {preview(value)}")
-    sequence = value.sequence
-    if isinstance(sequence, bool) or not isinstance(sequence, int) or not 1 <= sequence < 2**63:
-        raise MailboxError("invalid_envelope", f"no message has the sequence {preview(sequence)}")
-    require_name(value.recipient, "recipient")
-    return value
 
 
 class SqlRunner(Protocol):
@@ -192,7 +146,7 @@ class MailboxTransaction:
         require_name(kind, "kind")
         problem = text_problem(body)
         if problem is not None:
-            raise MailboxError("invalid_message_body", f"body {problem}")
+            raise MailboxError(MailboxCode.INVALID_MESSAGE_BODY, f"body {problem}")
         row = self._one(
             f"INSERT INTO messages (recipient, sender, kind, body) VALUES (?, ?, ?, ?)"
             f" RETURNING {_COLUMNS}",
@@ -231,7 +185,7 @@ class MailboxTransaction:
         )
         if row is None or _envelope(row).state is not MessageState.CLAIMED:
             raise MailboxError(
-                "message_not_claimed",
+                MailboxCode.MESSAGE_NOT_CLAIMED,
                 f"message {envelope.sequence} to {envelope.recipient!r} is not currently claimed",
             )
         self.connection.execute(

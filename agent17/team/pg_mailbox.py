@@ -165,7 +165,8 @@ class PostgresMailbox(TeamMailbox):
             raise
         if not taken:
             connection.close()
-            raise MailboxError("already_held", f"teammate {name} is held by another live worker")
+            held = f"teammate {name} is held by another live worker"
+            raise MailboxError(ErrorCode.ALREADY_HELD, held)
         return _SessionLock(connection, self._db.driver)
 
     def member_is_held(self, name: str) -> bool:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent17.domain import Clock, TaskError, utc_now
-from agent17.store.pg_schema import STORE_NOT_FOUND
+from agent17.domain import Clock, ErrorCode, TaskError, utc_now
 from agent17.store.postgres import PostgresTaskStore
 from agent17.team.mailbox import MailboxError
 from agent17.team.pg_mailbox import BOARD_CHANNEL, MAIL_CHANNEL, PostgresMailbox
@@ -57,7 +56,7 @@ class PostgresTeam(TeamEngine):
         try:
             PostgresTaskStore(self._url, create=False).close()
         except TaskError as error:
-            if error.code == STORE_NOT_FOUND:
+            if error.code == ErrorCode.STORE_NOT_FOUND:
                 return False
             raise
         return True
@@ -67,14 +66,14 @@ class PostgresTeam(TeamEngine):
         try:
             return PostgresTaskStore(self._url, create=False, **arguments)
         except TaskError as error:
-            if error.code != STORE_NOT_FOUND:
+            if error.code != ErrorCode.STORE_NOT_FOUND:
                 raise
         # A new board: not beside tables of the team's names that are another program's (or
         # of another version), which the mailbox would refuse once the board was made.
         try:
             PostgresMailbox(self._url, create=False).close()
         except MailboxError as error:
-            if error.code != STORE_NOT_FOUND:
+            if error.code != ErrorCode.STORE_NOT_FOUND:
                 raise
         return PostgresTaskStore(self._url, **arguments)
 

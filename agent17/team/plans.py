@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from agent17.domain import is_canonical_uuid, name_problem, preview, text_problem
 from agent17.inputs import Text
-from agent17.team.mailbox import MailboxError, SqlRunner
+from agent17.team.mailbox import MailboxCode, MailboxError, SqlRunner
 
 
 class PlanStatus(StrEnum):
@@ -46,7 +46,6 @@ class PlanDecision:
 
 
 PLAN_COLUMNS: Final = "request_id, agent, plan, status, feedback"
-DAMAGED_PLAN: Final = "damaged_plan"
 
 
 def _plan_problem(row: Any) -> str | None:
@@ -70,7 +69,7 @@ def plan_from_row(row: Any) -> PlanRecord:
     problem = _plan_problem(row)
     if problem is not None:
         raise MailboxError(
-            DAMAGED_PLAN,
+            MailboxCode.DAMAGED_PLAN,
             f"a stored plan is damaged: {problem}. No mailbox writes such a row (it was"
             " written by hand); the plan gate stays closed",
         )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar, Final, cast
+from typing import ClassVar, Final, Literal, cast
 
 from pydantic import ValidationError
 
@@ -29,6 +29,7 @@ from agent17.inputs import StrictInput, Text, Uuid, describe_validation_error
 from agent17.team.mailbox import (
     DamagedMessage,
     Envelope,
+    MailboxCode,
     MailboxError,
     MailboxTransaction,
     MessageState,
@@ -38,7 +39,6 @@ from agent17.team.mailbox import (
 )
 from agent17.team.message_rows import DeadLetter
 from agent17.team.plans import (
-    DAMAGED_PLAN,
     PLAN_COLUMNS,
     PlanDecision,
     PlanRecord,
@@ -54,8 +54,27 @@ RequestId = Uuid
 """A protocol request id: a canonical UUID string."""
 
 
+class ProtocolCode(StrEnum):
+    """The protocol's refusal codes: a message or a plan review it cannot take."""
+
+    UNKNOWN_MESSAGE_KIND = "unknown_message_kind"
+    MALFORMED_MESSAGE = "malformed_message"
+    DAMAGED_MESSAGE = "damaged_message"
+    EMPTY_MESSAGE = "empty_message"
+    INVALID_MESSAGE = "invalid_message"
+    EMPTY_PLAN = "empty_plan"
+    INVALID_PLAN = "invalid_plan"
+    REQUEST_ID_COLLISION = "request_id_collision"
+    UNKNOWN_PLAN_REQUEST = "unknown_plan_request"
+    STALE_PLAN_REQUEST = "stale_plan_request"
+    PLAN_ALREADY_REVIEWED = "plan_already_reviewed"
+
+
 class ProtocolError(Refusal):
     """A known refusal of the protocol (malformed message, unknown request); `code` is stable."""
+
+    def __init__(self, code: ProtocolCode, message: str) -> None:
+        super().__init__(code, message)
 
 
 class MessageKind(StrEnum):
@@ -136,12 +155,12 @@ def decode_message(kind: str, body: str) -> ProtocolMessage:
     """A stored (kind, body) as a typed message; unknown or malformed is a ProtocolError."""
     message_type = _MESSAGE_TYPES.get(kind)
     if message_type is None:
-        raise ProtocolError("unknown_message_kind", f"no message kind {kind!r}")
+        raise ProtocolError(ProtocolCode.UNKNOWN_MESSAGE_KIND, f"no message kind {kind!r}")
     try:
         return cast(ProtocolMessage, message_type.model_validate_json(body))
     except ValidationError as error:
         raise ProtocolError(
-            "malformed_message", f"{kind} body: {describe_validation_error(error)}"
+            ProtocolCode.MALFORMED_MESSAGE, f"{kind} body: {describe_validation_error(error)}"
         ) from None
 
 
@@ -284,7 +303,8 @@ class TeamProtocol:
             ).fetchone()
             if inserted is None:
                 raise ProtocolError(
-                    "request_id_collision", f"request id {submission.request_id} was already used"
+                    ProtocolCode.REQUEST_ID_COLLISION,
+                    f"request id {submission.request_id} was already used",
                 )
             self._send(handle, self.lead_name, submission, sender=name)
 
@@ -301,17 +321,20 @@ class TeamProtocol:
             response = PlanResponse(request_id=request_id, approved=approve, feedback=feedback)
         except ValidationError as error:
             raise ProtocolError(
-                "malformed_message", f"plan_response: {describe_validation_error(error)}"
+                ProtocolCode.MALFORMED_MESSAGE, f"plan_response: {describe_validation_error(error)}"
             ) from None
 
         def review(handle: MailboxTransaction) -> None:
             plan = plan_by_request(handle.connection, request_id)
             if plan is None:
-                raise ProtocolError("unknown_plan_request", f"no plan with request id {request_id}")
+                raise ProtocolError(
+                    ProtocolCode.UNKNOWN_PLAN_REQUEST, f"no plan with request id {request_id}"
+                )
             latest = latest_plan(handle.connection, plan.agent)
             if latest is None or latest.request_id != request_id:
                 raise ProtocolError(
-                    "stale_plan_request", f"{plan.agent} has submitted a newer plan since"
+                    ProtocolCode.STALE_PLAN_REQUEST,
+                    f"{plan.agent} has submitted a newer plan since",
                 )
             answered = handle.connection.execute(
                 "UPDATE plans SET verdict = ? WHERE request_id = ? AND verdict IS NULL",
@@ -319,7 +342,8 @@ class TeamProtocol:
             ).rowcount
             if answered != 1 or plan.status is not PlanStatus.PENDING:
                 raise ProtocolError(
-                    "plan_already_reviewed", f"plan {request_id} already has the Lead's verdict"
+                    ProtocolCode.PLAN_ALREADY_REVIEWED,
+                    f"plan {request_id} already has the Lead's verdict",
                 )
             self._send(handle, plan.agent, response, sender=self.lead_name)
 
@@ -394,7 +418,7 @@ class TeamProtocol:
         try:
             latest = self.latest_plan(name)
         except MailboxError as error:
-            if error.code != DAMAGED_PLAN:
+            if error.code != MailboxCode.DAMAGED_PLAN:
                 raise
             return False
         return latest is None or latest.status is PlanStatus.APPROVED
@@ -435,13 +459,21 @@ def _dead_delivery(letter: DeadLetter) -> Delivery:
         letter.sequence, letter.recipient, letter.sender or "?", "", "", MessageState.ACKED, 0
     )
     error = ProtocolError(
-        "damaged_message", f"message {letter.sequence} was set aside: {letter.reason}"
+        ProtocolCode.DAMAGED_MESSAGE, f"message {letter.sequence} was set aside: {letter.reason}"
     )
     return Delivery(envelope, None, error)
 
 
-def _require_content(text: str, what: str) -> None:
+_CONTENT_CODES: Final = {
+    # what: (its code when blank, its code when not text)
+    "message": (ProtocolCode.EMPTY_MESSAGE, ProtocolCode.INVALID_MESSAGE),
+    "plan": (ProtocolCode.EMPTY_PLAN, ProtocolCode.INVALID_PLAN),
+}
+
+
+def _require_content(text: str, what: Literal["message", "plan"]) -> None:
     problem = text_problem(text, required=True)
     if problem is not None:
-        empty = isinstance(text, str) and not text.strip()
-        raise ProtocolError(f"{'empty' if empty else 'invalid'}_{what}", f"a {what} {problem}")
+        empty, invalid = _CONTENT_CODES[what]
+        blank = isinstance(text, str) and not text.strip()
+        raise ProtocolError(empty if blank else invalid, f"a {what} {problem}")

@@ -25,6 +25,7 @@ import os
 import re
 import socket
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Final
 
 from agent17.domain import Refusal
@@ -34,20 +35,36 @@ TEAMMATE_NAME: Final = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 """A teammate name: lowercase, starts with a letter, then letters, digits, _ or -, max 32."""
 
 
+class TeamCode(StrEnum):
+    """The team's refusal codes: teammates' names, who exists, who may be written to."""
+
+    INVALID_TEAMMATE_NAME = "invalid_teammate_name"
+    TEAMMATE_EXISTS = "teammate_exists"
+    UNKNOWN_TEAMMATE = "unknown_teammate"
+    TEAMMATE_RUNNING = "teammate_running"
+    TEAMMATE_NAME_LOST = "teammate_name_lost"
+    TEAMMATE_CLOSED = "teammate_closed"
+    INVALID_RECIPIENT = "invalid_recipient"
+    UNKNOWN_RECIPIENT = "unknown_recipient"
+
+
 class TeamError(Refusal):
     """A known refusal about teammates (bad or duplicate name, unknown recipient)."""
+
+    def __init__(self, code: TeamCode, message: str) -> None:
+        super().__init__(code, message)
 
 
 def require_teammate_name(name: object, lead_name: str) -> str:
     """`name` if it can name a teammate (not the Lead), else TeamError `invalid_teammate_name`."""
     if not isinstance(name, str) or TEAMMATE_NAME.fullmatch(name) is None:
         raise TeamError(
-            "invalid_teammate_name",
+            TeamCode.INVALID_TEAMMATE_NAME,
             f"{name!r} is not a teammate name: use lowercase letters, digits, _ or -,"
             " starting with a letter, at most 32 characters",
         )
     if name == lead_name:
-        raise TeamError("invalid_teammate_name", f"{name!r} is the Lead's name")
+        raise TeamError(TeamCode.INVALID_TEAMMATE_NAME, f"{name!r} is the Lead's name")
     return name
 
 
@@ -82,7 +99,7 @@ class Membership:
         problem = self._hold.lost()
         if problem is not None:
             raise TeamError(
-                "teammate_name_lost",
+                TeamCode.TEAMMATE_NAME_LOST,
                 f"teammate {self.name!r} lost its hold on its name ({problem});"
                 " stopping, since another worker may have it now",
             )
@@ -105,7 +122,7 @@ class TeamRegistry:
             if error.code != "already_held":
                 raise
             raise TeamError(
-                "teammate_running",
+                TeamCode.TEAMMATE_RUNNING,
                 f"teammate {name!r} is already running on this board{self._where(name)};"
                 " one name, one worker",
             ) from None

@@ -25,7 +25,7 @@ from agent17.domain import Refusal, TaskStatus, completed_ids, is_ready
 from agent17.team.idle_loop import run_idle_loop
 from agent17.team.mailbox import TeamMailbox
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol
-from agent17.team.registry import TeamError, TeamRegistry, require_teammate_name
+from agent17.team.registry import TeamCode, TeamError, TeamRegistry, require_teammate_name
 from agent17.team.simulation import SimulatedTime
 from agent17.team.sleepers import EventSleeper, Sleeper, WatcherFactory
 from agent17.team.teammate import Teammate, TeammateAgent, TickOutcome
@@ -159,7 +159,7 @@ class TeammateRuntime:
             factory = self._require_wired("spawn()")
             require_teammate_name(name, self.lead_name)
             if name in self._teammates:
-                raise TeamError("teammate_exists", f"teammate {name!r} already exists")
+                raise TeamError(TeamCode.TEAMMATE_EXISTS, f"teammate {name!r} already exists")
             if self._stopping:
                 raise TeammateStateError("the runtime is stopped")
             teammate = Teammate(
@@ -186,7 +186,7 @@ class TeammateRuntime:
         with self._state:
             found = self._teammates.get(name)
         if found is None:
-            raise TeamError("unknown_teammate", f"there is no teammate {name!r}")
+            raise TeamError(TeamCode.UNKNOWN_TEAMMATE, f"there is no teammate {name!r}")
         return found
 
     # -- autonomous mode -------------------------------------------------------------

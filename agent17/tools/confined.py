@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Final
 
 from agent17.domain import preview
-from agent17.tools.base import ToolError
+from agent17.tools.base import ToolError, WorkspaceCode
 
 PROTECTED_DIRECTORY: Final = ".agent_tutorial"
 MAX_SYMLINKS: Final = 40
@@ -53,10 +53,12 @@ def shown(path: str) -> str:
     return preview(path, 80)
 
 
-def file_system_refusal(path: str, error: OSError, code: str) -> ToolError:
+def file_system_refusal(path: str, error: OSError, code: WorkspaceCode) -> ToolError:
     """An OS error as the tool's refusal: a name too long is `invalid_path`, the rest `code`."""
     if error.errno == errno.ENAMETOOLONG:
-        return ToolError("invalid_path", f"{shown(path)}: a name in the path is too long")
+        return ToolError(
+            WorkspaceCode.INVALID_PATH, f"{shown(path)}: a name in the path is too long"
+        )
     return ToolError(code, f"{shown(path)}: {error.strerror or error}")
 
 
@@ -99,7 +101,7 @@ class ConfinedRoot:
 
     def open_to_read(self, path: str) -> tuple[int, str]:
         """A read-only descriptor of what `path` names (any kind), and its workspace path."""
-        return self._walk(path, "file_unreadable", False, _open_leaf)
+        return self._walk(path, WorkspaceCode.FILE_UNREADABLE, False, _open_leaf)
 
     def replace(self, path: str, data: bytes) -> str:
         """Write `data` as the whole file `path`, making missing parents; its workspace path.
@@ -108,11 +110,11 @@ class ConfinedRoot:
         temporary file created beneath the same folder descriptor, which then
         replaces the file by name within that folder.
         """
-        return self._walk(path, "file_unwritable", True, _writer(data))[1]
+        return self._walk(path, WorkspaceCode.FILE_UNWRITABLE, True, _writer(data))[1]
 
-    def _walk(self, path: str, code: str, create: bool, leaf: _Leaf) -> tuple[int, str]:
+    def _walk(self, path: str, code: WorkspaceCode, create: bool, leaf: _Leaf) -> tuple[int, str]:
         if "\x00" in path:
-            raise ToolError("invalid_path", "the path contains a NUL character")
+            raise ToolError(WorkspaceCode.INVALID_PATH, "the path contains a NUL character")
         parts = self._inside(path, _components(path), path.startswith("/"))
         try:
             for _ in range(MAX_SYMLINKS):
@@ -124,7 +126,7 @@ class ConfinedRoot:
                     parts = self._followed(path, parts, found.index, found.target)
         except OSError as error:
             raise file_system_refusal(path, error, code) from None
-        raise ToolError("invalid_path", f"{shown(path)}: too many symbolic links")
+        raise ToolError(WorkspaceCode.INVALID_PATH, f"{shown(path)}: too many symbolic links")
 
     def _inside(self, path: str, components: list[str], absolute: bool) -> list[str]:
         """`components` as names below the workspace, `..` taken by name; refused if they leave."""
@@ -159,10 +161,10 @@ class ConfinedRoot:
         # Walked one name at a time, a path has no length limit: keep the system's.
         length = self._root_bytes + sum(len(os.fsencode(part)) + 1 for part in parts)
         if length >= self._path_max:
-            raise ToolError("invalid_path", f"{shown(path)}: the path is too long")
+            raise ToolError(WorkspaceCode.INVALID_PATH, f"{shown(path)}: the path is too long")
 
     def _walk_once(
-        self, path: str, parts: list[str], code: str, create: bool, leaf: _Leaf
+        self, path: str, parts: list[str], code: WorkspaceCode, create: bool, leaf: _Leaf
     ) -> int | _Link:
         directory = os.open(self.root, _THROUGH)
         try:
@@ -176,7 +178,7 @@ class ConfinedRoot:
                 if protected is not None and _identity(directory, None) == protected:
                     raise _protected(path)  # the board's folder by another name
             if not parts:
-                raise ToolError("not_a_file", f"{shown(path)} is a directory")
+                raise ToolError(WorkspaceCode.NOT_A_FILE, f"{shown(path)} is a directory")
             found = leaf(directory, parts[-1], path)
             if isinstance(found, _Link):
                 return _Link(len(parts) - 1, found.target)
@@ -186,11 +188,13 @@ class ConfinedRoot:
 
 
 def _outside(path: str) -> ToolError:
-    return ToolError("path_outside_workspace", f"{shown(path)} is outside the workspace")
+    return ToolError(
+        WorkspaceCode.PATH_OUTSIDE_WORKSPACE, f"{shown(path)} is outside the workspace"
+    )
 
 
 def _protected(path: str) -> ToolError:
-    return ToolError("protected_path", f"{shown(path)} is the task board's own storage")
+    return ToolError(WorkspaceCode.PROTECTED_PATH, f"{shown(path)} is the task board's own storage")
 
 
 def _identity(directory: int, name: str | None) -> tuple[int, int] | None:
@@ -212,7 +216,9 @@ def _link_target(directory: int, name: str) -> str | None:
         raise
 
 
-def _open_folder(directory: int, name: str, path: str, code: str, create: bool) -> int | str:
+def _open_folder(
+    directory: int, name: str, path: str, code: WorkspaceCode, create: bool
+) -> int | str:
     """A descriptor of the folder `name` in `directory`, or the target of the symlink it is.
 
     `create`: a missing folder is made. A name that changes kind while it is
@@ -223,7 +229,9 @@ def _open_folder(directory: int, name: str, path: str, code: str, create: bool) 
             return os.open(name, _THROUGH, dir_fd=directory)
         except FileNotFoundError:
             if not create:
-                raise ToolError("file_not_found", f"{shown(path)} does not exist") from None
+                raise ToolError(
+                    WorkspaceCode.FILE_NOT_FOUND, f"{shown(path)} does not exist"
+                ) from None
             # Made meanwhile by someone else: the next look says what it is.
             with contextlib.suppress(FileExistsError):
                 os.mkdir(name, dir_fd=directory)
@@ -241,8 +249,10 @@ def _open_folder(directory: int, name: str, path: str, code: str, create: bool) 
         if stat.S_ISDIR(kind) or stat.S_ISLNK(kind):
             continue
         if create:
-            raise ToolError("not_a_file", f"a parent of {shown(path)} is a file")
-        raise ToolError("file_not_found", f"{shown(path)} does not exist: a parent is a file")
+            raise ToolError(WorkspaceCode.NOT_A_FILE, f"a parent of {shown(path)} is a file")
+        raise ToolError(
+            WorkspaceCode.FILE_NOT_FOUND, f"{shown(path)} does not exist: a parent is a file"
+        )
     raise ToolError(code, f"{shown(path)}: the path kept changing while it was opened")
 
 
@@ -250,7 +260,7 @@ def _open_leaf(directory: int, name: str, path: str) -> int | _Link:
     try:
         return os.open(name, _READ, dir_fd=directory)
     except FileNotFoundError:
-        raise ToolError("file_not_found", f"{shown(path)} does not exist") from None
+        raise ToolError(WorkspaceCode.FILE_NOT_FOUND, f"{shown(path)} does not exist") from None
     except OSError as error:
         if error.errno not in _A_LINK:
             raise
@@ -266,7 +276,7 @@ def _writer(data: bytes) -> _Leaf:
         if found is not None and stat.S_ISLNK(found.st_mode):
             return _Link(-1, _link_target(directory, name))
         if found is not None and stat.S_ISDIR(found.st_mode):
-            raise ToolError("not_a_file", f"{shown(path)} is a directory")
+            raise ToolError(WorkspaceCode.NOT_A_FILE, f"{shown(path)} is a directory")
         # A file replaced keeps its permissions (a script stays executable), not setuid.
         mode = None if found is None else stat.S_IMODE(found.st_mode) & 0o777
         _replace_in(directory, name, data, mode, path)
@@ -292,7 +302,7 @@ def _replace_in(directory: int, name: str, data: bytes, mode: int | None, path: 
         try:
             os.replace(temp, name, src_dir_fd=directory, dst_dir_fd=directory)
         except IsADirectoryError:
-            raise ToolError("not_a_file", f"{shown(path)} is a directory") from None
+            raise ToolError(WorkspaceCode.NOT_A_FILE, f"{shown(path)} is a directory") from None
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temp, dir_fd=directory)

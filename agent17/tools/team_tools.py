@@ -14,7 +14,7 @@ from pydantic import Field
 from agent17.claims import ToolContext
 from agent17.inputs import Name, RequiredText, StrictInput, Text
 from agent17.team.protocol import RequestId, TeamProtocol
-from agent17.team.registry import TeamError, TeamRegistry
+from agent17.team.registry import TeamCode, TeamError, TeamRegistry
 from agent17.team.teammate import Teammate
 from agent17.tools.base import AnyTool, ToolDefinition
 
@@ -75,15 +75,15 @@ class SubmitPlanInput(StrictInput):
 
 def _recipient_check(team: TeamView, sender: str, to: str) -> None:
     if to == sender:
-        raise TeamError("invalid_recipient", "you cannot send a message to yourself")
+        raise TeamError(TeamCode.INVALID_RECIPIENT, "you cannot send a message to yourself")
     if to == team.lead_name:
         return
     member = team.registry.member(to)
     if member is None:
         known = ", ".join((team.lead_name, *(m.name for m in team.registry.members())))
-        raise TeamError("unknown_recipient", f"no agent called {to!r}; known: {known}")
+        raise TeamError(TeamCode.UNKNOWN_RECIPIENT, f"no agent called {to!r}; known: {known}")
     if member.state == "closed":
-        raise TeamError("teammate_closed", f"teammate {to!r} has shut down")
+        raise TeamError(TeamCode.TEAMMATE_CLOSED, f"teammate {to!r} has shut down")
 
 
 def _send_message_tool(runtime: TeamView) -> AnyTool:
@@ -112,9 +112,11 @@ def lead_team_tool_definitions(
     def request_shutdown(args: RequestShutdownInput, context: ToolContext) -> dict[str, Any]:
         member = runtime.registry.member(args.name)
         if member is None:
-            raise TeamError("unknown_teammate", f"there is no teammate {args.name!r}")
+            raise TeamError(TeamCode.UNKNOWN_TEAMMATE, f"there is no teammate {args.name!r}")
         if member.state == "closed":
-            raise TeamError("teammate_closed", f"teammate {args.name!r} has already shut down")
+            raise TeamError(
+                TeamCode.TEAMMATE_CLOSED, f"teammate {args.name!r} has already shut down"
+            )
         request = runtime.protocol.request_shutdown(args.name)
         return {"shutdown_request": {"to": args.name, "request_id": request.request_id}}
 

@@ -32,7 +32,7 @@ from pydantic import Field
 
 from agent17.claims import ToolContext
 from agent17.inputs import RequiredText, StrictInput, Text
-from agent17.tools.base import AnyTool, ToolDefinition, ToolError
+from agent17.tools.base import AnyTool, ToolDefinition, ToolError, WorkspaceCode
 from agent17.tools.confined import ConfinedRoot, file_system_refusal, shown
 
 DEFAULT_SHELL_TIMEOUT_SECONDS = 60.0
@@ -154,10 +154,13 @@ def workspace_tool_definitions(
             )
         except subprocess.TimeoutExpired as error:
             raise ToolError(
-                "shell_timeout", f"the command ran longer than {error.timeout:g} seconds"
+                WorkspaceCode.SHELL_TIMEOUT,
+                f"the command ran longer than {error.timeout:g} seconds",
             ) from None
         except OSError as error:  # no shell to start: the workspace is gone, no processes left
-            raise ToolError("shell_failed", f"the command could not start: {error}") from None
+            raise ToolError(
+                WorkspaceCode.SHELL_FAILED, f"the command could not start: {error}"
+            ) from None
         return {
             "exit_code": completed.returncode,
             "stdout": truncate_output(completed.stdout, max_output_chars),
@@ -169,10 +172,11 @@ def workspace_tool_definitions(
         try:
             mode = os.fstat(descriptor).st_mode
             if stat.S_ISDIR(mode):
-                raise ToolError("not_a_file", f"{shown(args.path)} is a directory")
+                raise ToolError(WorkspaceCode.NOT_A_FILE, f"{shown(args.path)} is a directory")
             if not stat.S_ISREG(mode):
                 raise ToolError(
-                    "not_a_file", f"{shown(args.path)} is not a regular file (a FIFO or device)"
+                    WorkspaceCode.NOT_A_FILE,
+                    f"{shown(args.path)} is not a regular file (a FIFO or device)",
                 )
             file = open(descriptor, "rb")  # noqa: SIM115 - closed by the with below
         except BaseException:
@@ -182,7 +186,7 @@ def workspace_tool_definitions(
             try:
                 content = _read_text(file, max_output_chars)
             except OSError as error:
-                raise file_system_refusal(args.path, error, "file_unreadable") from None
+                raise file_system_refusal(args.path, error, WorkspaceCode.FILE_UNREADABLE) from None
         return {"path": path, "content": content}
 
     def write_file(args: WriteFileInput, context: ToolContext) -> dict[str, Any]:
