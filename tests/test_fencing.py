@@ -1,4 +1,4 @@
-"""Fencing at the side effect (B8): an effectful call for a claim that is no longer live is refused.
+"""Fencing at the side effect: an effectful call for a claim that is no longer live is refused.
 
 The teammate asks for approval to write its notes; the human answers after the
 lease has run out. Without the fence the file would be written by a worker that
