@@ -1,31 +1,23 @@
-"""The exercises: every solution passes, every starter fails, and typical wrong answers fail
-with feedback that names the mistake. claim_one's wrong answers are run several times: a
-checker that catches a race only sometimes would teach the wrong lesson.
+"""The exercises: every solution passes, every starter fails, and every classic wrong answer
+in the package's catalogue fails with its own feedback; hints do not give the answer away, and
+a solution is shown only after a passed check.
 """
 
 from __future__ import annotations
 
-import sqlite3
-import threading
+import inspect
 import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import pytest
-from claim_one_answers import (
-    deferred_begin,
-    ignores_the_rowcount,
-    leaves_its_transaction_open,
-    one_statement,
-    select_then_update,
-    takes_the_newest,
-)
 
-from agent17 import Task, TaskStatus
-from agent17.exercises import EXERCISES, check
+import agent17.exercises as exercises
+from agent17 import Task
+from agent17.exercises import EXERCISES, check, show_solution
 from agent17.exercises._bounded import run_bounded
-from agent17.exercises.effects import NotesFile
+from agent17.exercises.wrong_answers import RIGHT_ANSWERS, WRONG_ANSWERS, WrongAnswer
 
 
 def test_there_are_at_least_eight_exercises_in_course_order() -> None:
@@ -88,124 +80,106 @@ def test_what_a_failing_candidate_printed_is_shown() -> None:
     fails_with("ready_in_order", chatty, "your code printed: I think A and C")
 
 
-# -- ready_in_order ----------------------------------------------------------------------------
+# -- the catalogue of classic wrong answers ---------------------------------------------------
 
-
-def test_ready_in_order_wrong_answers_are_named() -> None:
-    def sorted_by_id(tasks: list[Task]) -> list[str]:
-        done = {t.id for t in tasks if t.status is TaskStatus.COMPLETED}
-        ready = [t for t in tasks if t.status is TaskStatus.PENDING]
-        return sorted(t.id for t in ready if all(d in done for d in t.blocked_by))
-
-    def in_progress_counts_as_done(tasks: list[Task]) -> list[str]:
-        started = {t.id for t in tasks if t.status is not TaskStatus.PENDING}
-        return [
-            t.id
-            for t in tasks
-            if t.status is TaskStatus.PENDING and all(d in started for d in t.blocked_by)
-        ]
-
-    def no_dependencies_only(tasks: list[Task]) -> list[str]:
-        return [t.id for t in tasks if t.status is TaskStatus.PENDING and not t.blocked_by]
-
-    fails_with("ready_in_order", sorted_by_id, "wrong order", "never sort by id")
-    fails_with("ready_in_order", in_progress_counts_as_done, "not ready", "completed")
-    fails_with("ready_in_order", no_dependencies_only, "claim_next would take")
-
-
-# -- claim_query -----------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("sql", "fragment"),
-    [
-        ("SELECT id FROM work WHERE status = 'pending' ORDER BY id LIMIT 1", "unmet = 0"),
-        ("SELECT id FROM work WHERE status = 'pending' AND unmet = 0", "one row only"),
-        (
-            "SELECT id FROM work WHERE status = 'pending' AND unmet = 0 ORDER BY id DESC LIMIT 1",
-            "first",
-        ),
-        (
-            "SELECT min(id) FROM work WHERE status || '' = 'pending' AND unmet + 0 = 0",
-            "work_ready",
-        ),
-        ("DELETE FROM work", "one SELECT"),
-        ("SELECT id FROM nowhere", "refused"),
-    ],
-)
-def test_claim_query_wrong_answers_are_named(sql: str, fragment: str) -> None:
-    fails_with("claim_query", lambda: sql, fragment)
-
-
-# -- lease_is_live -----------------------------------------------------------------------------
-
-
-def test_lease_is_live_wrong_answers_are_named() -> None:
-    def closed_interval(now: datetime, claimed_at: datetime, lease_expires_at: datetime) -> bool:
-        return claimed_at <= now <= lease_expires_at
-
-    def compares_text(now: datetime, claimed_at: datetime, lease_expires_at: datetime) -> bool:
-        return claimed_at.isoformat() <= now.isoformat() < lease_expires_at.isoformat()
-
-    def forgets_the_start(now: datetime, claimed_at: datetime, lease_expires_at: datetime) -> bool:
-        return now < lease_expires_at
-
-    fails_with("lease_is_live", closed_interval, "expiry instant", "half-open")
-    fails_with("lease_is_live", compares_text, "Tokyo")
-    fails_with("lease_is_live", forgets_the_start, "before the claim")
-
-
-# -- take_if_pending -----------------------------------------------------------------------------
-
-
-def test_take_if_pending_wrong_answers_are_named() -> None:
-    def ignores_rowcount(connection: sqlite3.Connection, job_id: int, owner: str) -> bool:
-        connection.execute(
-            "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ? AND status = 'pending'",
-            (owner, job_id),
-        )
-        return True
-
-    def reads_first(connection: sqlite3.Connection, job_id: int, owner: str) -> bool:
-        row = connection.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        connection.execute(
-            "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ?", (owner, job_id)
-        )
-        return row is not None and row[0] == "pending"
-
-    def never(connection: sqlite3.Connection, job_id: int, owner: str) -> bool:
-        return False
-
-    fails_with("take_if_pending", ignores_rowcount, "rowcount")
-    fails_with("take_if_pending", reads_first, "someone else's job")
-    fails_with("take_if_pending", never, "job 1 was pending")
-
-
-# -- claim_one: caught every time -----------------------------------------------------------
-
-
-CLAIM_ONE_WRONG = [
-    (select_then_update, ("got job", "two separate steps")),
-    (ignores_the_rowcount, ("rowcount",)),
-    (deferred_begin, ("database is locked", "BEGIN IMMEDIATE")),
-    (takes_the_newest, ("lowest pending id",)),
-    (leaves_its_transaction_open, ("still open",)),
+CATALOGUE = [
+    pytest.param(name, wrong, id=f"{name}: {wrong.label}")
+    for name, wrongs in WRONG_ANSWERS.items()
+    for wrong in wrongs
 ]
 
 
+def test_every_exercise_has_classic_wrong_answers_with_their_own_feedback() -> None:
+    assert set(WRONG_ANSWERS) == set(EXERCISES)
+    for name, wrongs in WRONG_ANSWERS.items():
+        assert len(wrongs) >= 3, name
+        assert len({wrong.label for wrong in wrongs}) == len(wrongs), name
+
+
 @pytest.mark.processes
+@pytest.mark.parametrize(("name", "wrong"), CATALOGUE)
+def test_each_classic_wrong_answer_fails_with_its_feedback(name: str, wrong: WrongAnswer) -> None:
+    fails_with(name, wrong.candidate, wrong.fragment)
+
+
 @pytest.mark.parametrize(
-    ("candidate", "fragments"), CLAIM_ONE_WRONG, ids=lambda v: getattr(v, "__name__", "")
+    ("name", "candidate"),
+    [(name, right) for name, rights in RIGHT_ANSWERS.items() for right in rights],
+    ids=lambda value: getattr(value, "__name__", str(value)),
 )
-def test_each_wrong_claim_one_is_caught_on_every_run(
-    candidate: Callable[..., Any], fragments: tuple[str, ...]
+def test_other_right_answers_pass(name: str, candidate: Callable[..., Any]) -> None:
+    result = check(name, candidate)
+    assert result.passed, result.feedback
+
+
+def test_a_rowcount_returned_as_an_int_is_told_to_return_a_bool() -> None:
+    feedback = fails_with(
+        "take_if_pending",
+        WRONG_ANSWERS["take_if_pending"][3].candidate,
+        "returned 1, an int",
+        "1 when your UPDATE changed the row and 0 when it changed none",
+        "must return a bool",
+    )
+    assert "you answered 0" not in feedback
+
+
+@pytest.mark.processes
+def test_a_thread_lock_is_told_that_it_does_not_cross_processes() -> None:
+    wrong = next(w for w in WRONG_ANSWERS["claim_one"] if "threading" in w.label)
+    feedback = fails_with("claim_one", wrong.candidate, "threading lock", "processes")
+    assert feedback.startswith("Your code holds a threading lock")
+
+
+# -- nothing spoiled -----------------------------------------------------------------------------
+
+
+def _code_lines(function: Callable[..., Any]) -> list[str]:
+    lines = inspect.getsource(function).splitlines()[1:]  # not the def line: the signature
+    return [
+        line.strip()
+        for line in lines
+        if len(line.strip()) > 12 and not line.strip().startswith(("#", '"', "'"))
+    ]
+
+
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_no_hint_quotes_its_solution(name: str) -> None:
+    exercise = EXERCISES[name]
+    for line in _code_lines(exercise.solution):
+        assert line not in exercise.hint, (name, line)
+    # The key move of each racy exercise is left for the student to find.
+    giveaways = {
+        "take_if_pending": "status = 'pending'",
+        "claim_one": "BEGIN IMMEDIATE",
+        "fenced_effect": "verify_claim",
+        "append_note": "notes.append",
+        "wait_or_wake": "wait(",
+    }
+    assert giveaways.get(name, "\0") not in exercise.hint
+
+
+def test_a_solution_is_shown_only_after_its_check_passed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for _ in range(5):
-        fails_with("claim_one", candidate, *fragments)
+    monkeypatch.setattr(exercises, "_PASSED", set())
+    show_solution("lease_is_live")
+    before = capsys.readouterr().out
+    assert before.startswith("Not yet: show_solution('lease_is_live')")
+    assert "claimed_at <= now" not in before
+    assert not check("lease_is_live", EXERCISES["lease_is_live"].starter).passed
+    show_solution("lease_is_live")
+    assert capsys.readouterr().out.startswith("Not yet")
+    assert check("lease_is_live", EXERCISES["lease_is_live"].solution).passed
+    show_solution("lease_is_live")
+    after = capsys.readouterr().out
+    assert "def lease_is_live_solution" in after and "claimed_at <= now" in after
+    show_solution("claim_one")  # another exercise's pass opens no other solution
+    assert capsys.readouterr().out.startswith("Not yet")
+    show_solution("no_such")
+    assert "There is no exercise 'no_such'" in capsys.readouterr().out
 
 
-def test_claim_one_as_one_statement_passes_too() -> None:
-    assert check("claim_one", one_statement).passed
+# -- claim_one in a notebook cell ---------------------------------------------------------
 
 
 def test_a_candidate_defined_like_a_notebook_cell_works() -> None:
@@ -222,110 +196,3 @@ def test_a_candidate_defined_like_a_notebook_cell_works() -> None:
     namespace: dict[str, Any] = {"__name__": "__main__"}
     exec(cell, namespace)
     assert check("claim_one", namespace["claim_one"]).passed
-
-
-# -- fenced_effect -------------------------------------------------------------------------------
-
-
-def test_fenced_effect_wrong_answers_are_named() -> None:
-    def trusts_its_memory(store: Any, claim: Any, owner: str, effect: Callable[[], None]) -> bool:
-        if claim.task.owner == owner:
-            effect()
-            return True
-        return False
-
-    def lets_the_error_escape(
-        store: Any, claim: Any, owner: str, effect: Callable[[], None]
-    ) -> bool:
-        store.verify_claim(claim.task.id, owner, claim.claim_token)
-        effect()
-        return True
-
-    def uses_its_own_clock(store: Any, claim: Any, owner: str, effect: Callable[[], None]) -> bool:
-        if datetime.now(claim.lease_expires_at_utc.tzinfo) >= claim.lease_expires_at_utc:
-            return False
-        effect()
-        return True
-
-    fails_with("fenced_effect", trusts_its_memory, "completed")
-    fails_with("fenced_effect", lets_the_error_escape, "escape", "answer False")
-    fails_with("fenced_effect", uses_its_own_clock, "must run")
-
-
-# -- next_pass ---------------------------------------------------------------------------------
-
-
-def test_next_pass_wrong_answers_are_named() -> None:
-    def work_first(mailbox: list[str], latest_plan: str | None, ready: list[str]) -> str:
-        if ready and latest_plan not in ("pending", "rejected"):
-            return f"claimed {ready[0]}"
-        if mailbox:
-            return "message_handled" if mailbox[0] == "text" else "protocol_handled"
-        return "plan_blocked" if latest_plan in ("pending", "rejected") else "idle"
-
-    def ignores_the_gate(mailbox: list[str], latest_plan: str | None, ready: list[str]) -> str:
-        if mailbox:
-            return "message_handled" if mailbox[0] == "text" else "protocol_handled"
-        return f"claimed {ready[0]}" if ready else "idle"
-
-    def newest_message_first(mailbox: list[str], latest_plan: str | None, ready: list[str]) -> str:
-        if mailbox:
-            return "message_handled" if mailbox[-1] == "text" else "protocol_handled"
-        if latest_plan in ("pending", "rejected"):
-            return "plan_blocked"
-        return f"claimed {ready[0]}" if ready else "idle"
-
-    fails_with("next_pass", work_first, "mailbox comes before the board")
-    fails_with("next_pass", ignores_the_gate, "plan", "before claim_next")
-    fails_with("next_pass", newest_message_first, "text, shutdown_request")
-
-
-# -- wait_or_wake ------------------------------------------------------------------------------
-
-
-def test_wait_or_wake_wrong_answers_are_named() -> None:
-    def busy(seconds: float, wake: threading.Event) -> bool:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            if wake.is_set():
-                return True
-        return False
-
-    def checks_once(seconds: float, wake: threading.Event) -> bool:
-        if wake.is_set():
-            return True
-        time.sleep(seconds)
-        return False
-
-    def upside_down(seconds: float, wake: threading.Event) -> bool:
-        return not wake.wait(seconds)
-
-    fails_with("wait_or_wake", busy, "CPU")
-    fails_with("wait_or_wake", checks_once, "went on waiting")
-    fails_with("wait_or_wake", upside_down, "say True when woken")
-
-
-# -- append_note -------------------------------------------------------------------------------
-
-
-def test_append_note_wrong_answers_are_named() -> None:
-    def locks_only_the_write(notes: NotesFile, line: str) -> None:
-        text = notes.read()
-        with notes.lock():
-            notes.write(text + line + "\n")
-
-    def forgets_the_newline(notes: NotesFile, line: str) -> None:
-        notes.append(line)
-
-    def appends_twice(notes: NotesFile, line: str) -> None:
-        notes.append(line + "\n")
-        notes.append(line + "\n")
-
-    fails_with("append_note", locks_only_the_write, "were lost")
-    fails_with("append_note", forgets_the_newline, "run together")
-    fails_with("append_note", appends_twice, "doubled")
-
-    def appends(notes: NotesFile, line: str) -> None:
-        notes.append(line + "\n")
-
-    assert check("append_note", appends).passed

@@ -18,13 +18,15 @@ from claim_one_answers import (
     PICK,
     TAKE,
     deferred_begin,
+    gives_up_after_losing,
     ignores_the_rowcount,
     through_a_cursor,
     two_transactions,
+    under_a_thread_lock,
 )
 
-from agent17.exercises import EXERCISES, check, claims
-from agent17.exercises.claims import SlowSelectConnection, make_jobs, open_checked
+from agent17.exercises import EXERCISES, _jobs, check
+from agent17.exercises._jobs import SlowSelectConnection, make_jobs, open_checked
 from agent17.exercises.effects import NotesFile
 
 EVERY_RACER = "bob, carol, dave and erin all got job 1: your SELECT and UPDATE are two separate"
@@ -44,11 +46,23 @@ EVERY_RACER = "bob, carol, dave and erin all got job 1: your SELECT and UPDATE a
         ),
         (
             deferred_begin,
+            # No "(line N of ...)": that names the student's code, and these answers live in
+            # the package's catalogue.
             "while 4 processes raced, 3 of them failed: your code raised OperationalError:"
-            " database is locked (line",
+            " database is locked. With a plain BEGIN",
         ),
+        (gives_up_after_losing, "a call returned None while jobs were still pending"),
+        (under_a_thread_lock, "Your code holds a threading lock: it keeps out the other threads"),
     ],
-    ids=["starter", "two_transactions", "through_a_cursor", "ignores_rowcount", "deferred"],
+    ids=[
+        "starter",
+        "two_transactions",
+        "through_a_cursor",
+        "ignores_rowcount",
+        "deferred",
+        "gives_up",
+        "thread_lock",
+    ],
 )
 def test_a_racy_answer_gets_the_same_feedback_on_every_run(
     candidate: Callable[..., Any], opening: str
@@ -72,7 +86,7 @@ def jobs_file(tmp_path: Path) -> Iterator[Path]:
 def test_the_first_look_waits_for_the_others_in_autocommit(
     jobs_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(claims, "FIRST_LOOK_TIMEOUT_SECONDS", 0.05)
+    monkeypatch.setattr(_jobs, "FIRST_LOOK_TIMEOUT_SECONDS", 0.05)
     connection = open_checked(jobs_file)
     barrier = threading.Barrier(2)  # nobody else comes: the wait times out and breaks it
     connection.first_look = barrier
@@ -103,7 +117,7 @@ def test_the_first_look_does_not_wait_while_holding_the_write_lock(
 def test_a_deferred_transaction_still_waits_at_the_first_look(
     jobs_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(claims, "FIRST_LOOK_TIMEOUT_SECONDS", 0.05)
+    monkeypatch.setattr(_jobs, "FIRST_LOOK_TIMEOUT_SECONDS", 0.05)
     connection = open_checked(jobs_file)
     barrier = threading.Barrier(2)
     connection.first_look = barrier

@@ -7,7 +7,10 @@
     check("lease_is_live", lease_is_live)     # PASSED, or what went wrong, in words
 
 Each exercise has a `starter` (what a first attempt looks like: it fails),
-a `solution`, a `hint` and the notebook it belongs to. `check(name, candidate)`
+a `hint` (a nudge, not the answer) and the notebook it belongs to; its
+reference solution is for after your own: `show_solution(name)` prints it once
+`check(name, ...)` has passed in this kernel. `race_claim_one(claim_one)` races
+your own claim from several OS processes on one file and shows the table. `check(name, candidate)`
 never raises: a wrong answer, an exception or an endless loop is a failed
 check with the reason. Checks that race run real OS processes; every check runs
 in a child process with a deadline, so a candidate defined in a notebook cell
@@ -16,12 +19,15 @@ works and no candidate can hang the notebook.
 
 from __future__ import annotations
 
+import inspect
+import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from agent17.exercises import board, claims, effects, team
 from agent17.exercises._bounded import CheckResult, run_bounded
+from agent17.exercises.race import ClaimRace, race_claim_one
 
 CHECK_TIMEOUT_SECONDS: Final = 60.0
 
@@ -135,7 +141,41 @@ def check(name: str, candidate: Any) -> CheckResult:
         return CheckResult(False, f"there is no exercise {name!r}; the exercises are: {known}")
     if not callable(candidate):
         return CheckResult(False, f"pass your function itself (not {type(candidate).__name__})")
-    return run_bounded(lambda: exercise.checker(candidate), CHECK_TIMEOUT_SECONDS)
+    result = run_bounded(lambda: exercise.checker(candidate), CHECK_TIMEOUT_SECONDS)
+    if result.passed:
+        _PASSED.add(name)
+    return result
 
 
-__all__ = ["EXERCISES", "CheckResult", "Exercise", "check"]
+# The exercises whose check passed in this process (this kernel): only theirs are shown.
+_PASSED: Final[set[str]] = set()
+
+
+def show_solution(name: str) -> None:
+    """Print exercise `name`'s reference solution, once `check(name, ...)` passed here.
+
+    Before that it prints how to get there instead: a solution is for comparing
+    with your own answer, not for replacing it.
+    """
+    exercise = EXERCISES.get(name)
+    if exercise is None:
+        print(f"There is no exercise {name!r}; the exercises are: {', '.join(EXERCISES)}")
+    elif name not in _PASSED:
+        print(
+            f"Not yet: show_solution({name!r}) shows one answer once check({name!r},"
+            " your_function) has passed in this kernel."
+        )
+    else:
+        source = textwrap.dedent(inspect.getsource(exercise.solution))
+        print(f"One answer to {name!r} (yours passed too; compare them):\n\n{source}", end="")
+
+
+__all__ = [
+    "EXERCISES",
+    "CheckResult",
+    "ClaimRace",
+    "Exercise",
+    "check",
+    "race_claim_one",
+    "show_solution",
+]

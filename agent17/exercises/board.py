@@ -33,9 +33,9 @@ def ready_in_order_solution(tasks: list[Task]) -> list[str]:
 
 
 READY_IN_ORDER_HINT = (
-    "Ready means two things at once: the task is pending, and every task in its blocked_by is"
-    " completed (in progress is not enough). Keep the order you were given: that is creation"
-    " order; never sort by id, because a UUID says nothing about when a task was made."
+    "Pending is one of two conditions for ready: what must be true of the tasks a task waits"
+    " for (and is 'started' enough)? As for the order: which order were you given, and what"
+    " could a UUID tell you about when a task was made?"
 )
 
 
@@ -163,9 +163,9 @@ def claim_query_solution() -> str:
 
 
 CLAIM_QUERY_HINT = (
-    "Ready is status = 'pending' AND unmet = 0; first is ORDER BY id LIMIT 1. Write the WHERE"
-    " with equality on the index's first two columns (status, unmet): then SQLite can seek"
-    " straight to the first ready entry, already in id order, instead of scanning the table."
+    "Look at the columns of the work_ready index, in their order. A WHERE that pins the"
+    " leading columns to single values lets SQLite jump straight to the first matching entry,"
+    " and the entries after it are already sorted by the last column: which one is 'first'?"
 )
 
 
@@ -255,9 +255,9 @@ def lease_is_live_solution(now: datetime, claimed_at: datetime, lease_expires_at
 
 
 LEASE_HINT = (
-    "The lease is half-open, [claimed_at, lease_expires_at): it includes its first instant"
-    " and excludes its last. At lease_expires_at exactly, the lease is over. Compare the"
-    " aware datetimes directly; converting them to text or dropping their offset breaks it."
+    "Draw the lease on a time line: is its first instant inside it? Its last? At"
+    " lease_expires_at exactly, may bob take the task? And compare the instants themselves:"
+    " two clocks in different time zones can show different text for the same moment."
 )
 
 _START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)

@@ -6,134 +6,38 @@ The table is the smallest board there is:
 
 `claim_one` is checked the way the store is tested: first in one process,
 then by several worker processes started together on one file, each taking
-jobs until none is left. The checker's connection is a real
-`sqlite3.Connection` (autocommit, WAL, a busy timeout) that widens the gap
-between look and take on purpose: each worker's first SELECT waits until every
-worker has made its first SELECT (unless the connection already holds the
-write lock, as after BEGIN IMMEDIATE, when nobody else can look anyway), and
-every SELECT pauses a little. A look-then-take that is not one step for
-everyone else therefore loses the race on every run, always on job 1, so the
-feedback is the same text every time.
+jobs until none is left (the table, the checker's connection and the race are
+in `_jobs`). `take_if_pending` gets the same connection, and on one of its jobs
+another writer takes the row between the candidate's SELECT and its next
+statement: a look-then-write is caught by what it did, not by how it reads.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import multiprocessing
-import os
 import sqlite3
 import tempfile
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, Self
+from typing import Any, Final
 
-from agent17.exercises._bounded import FORK_AVAILABLE, CheckResult, raised
+from agent17.exercises._bounded import CheckResult, raised
+from agent17.exercises._jobs import (
+    ClaimOne,
+    Report,
+    make_jobs,
+    open_checked,
+    read_jobs,
+    run_race,
+)
+
+# Notebook 04 shows the checker's connection from here, the claim exercises' own module.
+from agent17.exercises._jobs import SlowSelectConnection as SlowSelectConnection
 
 WORKERS: Final = 4
 JOBS: Final = 24
-PAUSE_AFTER_SELECT_SECONDS: Final = 0.004
-# Only a candidate that makes others wait without SQLite's write lock (a file lock, say)
-# ever waits this long at the first look; a racy one arrives there together.
-FIRST_LOOK_TIMEOUT_SECONDS: Final = 3.0
-BUSY_TIMEOUT_SECONDS: Final = 10.0
-ROUND_TIMEOUT_SECONDS: Final = 40.0
 
-ClaimOne = Callable[[sqlite3.Connection, str], "int | None"]
 TakeIfPending = Callable[[sqlite3.Connection, int, str], bool]
-
-
-class SlowSelectConnection(sqlite3.Connection):
-    """A real connection that widens any gap between look and take (see the module docstring).
-
-    It also counts the UPDATEs that changed no row, so that the feedback can tell
-    "two steps, both wrote" from "one wrote, the other did not look at rowcount".
-    Statements run through `execute` or through a `cursor()` are treated alike.
-    """
-
-    missed_updates = 0
-    first_look: Any = None  # in a race: the barrier every worker's first SELECT meets
-    _writing = False  # this transaction holds the write lock
-
-    # Any: typeshed spells cursor() as two overloads, and one signature serves both here.
-    def cursor(self, factory: Any = None) -> Any:
-        return super().cursor(factory or _SlowCursor)
-
-    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
-        cursor: sqlite3.Cursor = self.cursor()
-        return cursor.execute(sql, parameters)
-
-    def after_statement(self, sql: str, rowcount: int) -> None:
-        """Note who holds the write lock and which UPDATEs missed; hold every SELECT a little."""
-        words = sql.lstrip().upper().split(None, 2)
-        verb = words[0] if words else ""
-        if verb == "BEGIN":
-            self._writing = len(words) > 1 and words[1] in ("IMMEDIATE", "EXCLUSIVE")
-        elif verb in ("INSERT", "UPDATE", "DELETE", "REPLACE"):
-            if verb == "UPDATE" and rowcount == 0:
-                self.missed_updates += 1
-            self._writing = True
-        elif verb == "SELECT":
-            time.sleep(PAUSE_AFTER_SELECT_SECONDS)
-            barrier, self.first_look = self.first_look, None
-            # Holding the write lock, waiting would only hold everyone else up.
-            if barrier is not None and not (self.in_transaction and self._writing):
-                with contextlib.suppress(threading.BrokenBarrierError):
-                    barrier.wait(FIRST_LOOK_TIMEOUT_SECONDS)
-        if not self.in_transaction:
-            self._writing = False
-
-
-class _SlowCursor(sqlite3.Cursor):
-    def execute(self, sql: str, parameters: Any = (), /) -> Self:
-        cursor = super().execute(sql, parameters)
-        connection = self.connection
-        if isinstance(connection, SlowSelectConnection):
-            connection.after_statement(sql, cursor.rowcount)
-        return cursor
-
-
-def make_jobs(path: Path, jobs: int, taken: frozenset[int] = frozenset()) -> None:
-    """A fresh jobs table: ids 1..`jobs`; those in `taken` are already taken by 'earlier'."""
-    connection = sqlite3.connect(path, isolation_level=None)
-    try:
-        connection.execute("PRAGMA journal_mode = WAL")
-        connection.execute(
-            "CREATE TABLE jobs (id INTEGER PRIMARY KEY, status TEXT NOT NULL, owner TEXT)"
-        )
-        connection.executemany(
-            "INSERT INTO jobs VALUES (?, ?, ?)",
-            [
-                (n, "taken" if n in taken else "pending", "earlier" if n in taken else None)
-                for n in range(1, jobs + 1)
-            ],
-        )
-    finally:
-        connection.close()
-
-
-def open_checked(path: Path) -> SlowSelectConnection:
-    """The connection a candidate gets: autocommit, WAL, a busy timeout, slow after SELECT."""
-    connection = sqlite3.connect(
-        path,
-        isolation_level=None,
-        timeout=BUSY_TIMEOUT_SECONDS,
-        factory=SlowSelectConnection,
-    )
-    connection.execute("PRAGMA journal_mode = WAL")
-    return connection
-
-
-def read_jobs(path: Path) -> dict[int, tuple[str, str | None]]:
-    """Every job's (status, owner), read straight from the file."""
-    connection = sqlite3.connect(path, isolation_level=None)
-    try:
-        rows = connection.execute("SELECT id, status, owner FROM jobs ORDER BY id").fetchall()
-    finally:
-        connection.close()
-    return {job: (status, owner) for job, status, owner in rows}
 
 
 # -- claim_one -------------------------------------------------------------------------
@@ -172,11 +76,10 @@ def claim_one_solution(connection: sqlite3.Connection, owner: str) -> int | None
 
 
 CLAIM_ONE_HINT = (
-    "Between your SELECT and your UPDATE another process can run the same SELECT and see the"
-    " same job. Make the look and the take one step for everyone else: start a write"
-    " transaction before you read (BEGIN IMMEDIATE ... COMMIT), or do it all in one statement"
-    " (UPDATE jobs SET ... WHERE id = (SELECT ... LIMIT 1) RETURNING id). Roll back if"
-    " anything fails, and return only an id you really took."
+    "Play the starter in your head with two processes: where can the second one slip in"
+    " between the first one's look and its take? You have met two ways of making a look and a"
+    " take one step that nobody can come between. And when a job you wanted is gone, is"
+    " there really nothing left to take?"
 )
 
 
@@ -214,79 +117,13 @@ def _sequential(candidate: ClaimOne, folder: Path) -> str | None:
     return None
 
 
-Report = tuple[list[int], str | None, int]  # jobs it said it got, its error, missed UPDATEs
-
-
-def _race_worker(
-    candidate: ClaimOne, path: str, owner: str, barriers: tuple[Any, Any], out: str
-) -> None:
-    taken: list[int] = []
-    error: str | None = None
-    connection: SlowSelectConnection | None = None
-    start, first_look = barriers
-    try:
-        connection = open_checked(Path(path))
-        connection.first_look = first_look
-        start.wait(ROUND_TIMEOUT_SECONDS)
-        for _ in range(JOBS + 1):
-            job = candidate(connection, owner)
-            if job is None:
-                break
-            taken.append(int(job))
-    except BaseException as failure:
-        error = raised(failure)
-    finally:
-        missed = 0 if connection is None else connection.missed_updates
-        # A file, written before the process ends: nothing in flight is lost at exit.
-        Path(out).write_text(json.dumps([taken, error, missed]), encoding="utf-8")
-        os._exit(0)
-
-
-def _race(candidate: ClaimOne, folder: Path) -> str | None:
-    path = folder / "race.sqlite3"
-    make_jobs(path, JOBS)
-    # fork: a candidate defined in a notebook cell is in every worker, as it is.
-    context: Any = multiprocessing.get_context("fork" if FORK_AVAILABLE else "spawn")
-    barriers = (context.Barrier(WORKERS), context.Barrier(WORKERS))
-    names = ("bob", "carol", "dave", "erin", "frank", "grace")[:WORKERS]
-    outs = {name: folder / f"{name}.json" for name in names}
-    workers = [
-        context.Process(
-            target=_race_worker, args=(candidate, str(path), name, barriers, str(outs[name]))
-        )
-        for name in names
-    ]
-    for worker in workers:
-        worker.start()
-    try:
-        deadline = time.monotonic() + ROUND_TIMEOUT_SECONDS
-        for worker in workers:
-            worker.join(max(deadline - time.monotonic(), 0.0))
-        if any(worker.is_alive() for worker in workers):
-            return (
-                f"{WORKERS} processes racing did not finish within {ROUND_TIMEOUT_SECONDS:g} s:"
-                " is a transaction left open somewhere, or a loop that never ends?"
-            )
-    finally:
-        for worker in workers:
-            if worker.is_alive():
-                worker.kill()
-            worker.join(10)
-    reports: dict[str, Report] = {}
-    for name, out in outs.items():
-        if not out.exists():
-            return f"{name}'s process ended without a word (did your code end the process?)"
-        taken, error, missed = json.loads(out.read_text(encoding="utf-8"))
-        reports[name] = (list(taken), error, int(missed))
-    return _judge_race(reports, read_jobs(path))
-
-
-def _judge_race(reports: dict[str, Report], jobs: dict[int, tuple[str, str | None]]) -> str | None:
+def judge_race(reports: dict[str, Report], jobs: dict[int, tuple[str, str | None]]) -> str | None:
+    """What went wrong in a race, in words (None: each job went to exactly one caller)."""
     # Name only what the widened window makes the same on every run: the first job, and
     # who failed or was told what about it, never who happened to write last.
-    failed = [owner for owner, (_, error, _) in sorted(reports.items()) if error is not None]
+    failed = [owner for owner, report in sorted(reports.items()) if report.error is not None]
     if failed:
-        error = str(reports[failed[0]][1])
+        error = str(reports[failed[0]].error)
         locked = "locked" in error or "busy" in error.lower()
         advice = (
             " With a plain BEGIN a reader cannot always become a writer: SQLite answers"
@@ -296,17 +133,17 @@ def _judge_race(reports: dict[str, Report], jobs: dict[int, tuple[str, str | Non
             else ""
         )
         who = "one of them failed" if len(failed) == 1 else f"{len(failed)} of them failed"
-        return f"while {WORKERS} processes raced, {who}: {error}.{advice}"
+        return f"while {len(reports)} processes raced, {who}: {error}.{advice}"
     said: dict[int, list[str]] = {}
-    for owner, (taken, _, _) in sorted(reports.items()):
-        for job in taken:
+    for owner, report in sorted(reports.items()):
+        for job in report.taken:
             said.setdefault(job, []).append(owner)
     for job, owners in sorted(said.items()):
         holder = jobs[job][1]
         wrongly_told = [owner for owner in owners if owner != holder]
         if not wrongly_told:
             continue
-        if len(owners) > 1 and all(reports[owner][2] == 0 for owner in owners):
+        if len(owners) > 1 and all(reports[owner].missed_updates == 0 for owner in owners):
             who = f"{', '.join(owners[:-1])} and {owners[-1]}"
             every = "both" if len(owners) == 2 else "all"
             return (
@@ -326,6 +163,12 @@ def _judge_race(reports: dict[str, Report], jobs: dict[int, tuple[str, str | Non
             " your UPDATE changed no row for it (someone was first), yet you returned the id."
             " Return an id only when the cursor's rowcount is 1."
         )
+    if any(report.none_while_pending for report in reports.values()):
+        return (
+            "a call returned None while jobs were still pending: None means that no job is"
+            " pending at all. Losing one job to someone faster is no reason to stop: what is"
+            " still there to take?"
+        )
     pending = [job for job, (status, _) in jobs.items() if status == "pending"]
     if pending:
         return (
@@ -339,20 +182,54 @@ def _judge_race(reports: dict[str, Report], jobs: dict[int, tuple[str, str | Non
     return None
 
 
+_THREAD_LOCKS: Final = (
+    type(threading.Lock()),
+    type(threading.RLock()),
+    threading.Condition,
+    threading.Semaphore,
+)
+
+
+def _uses_a_thread_lock(candidate: Any) -> bool:
+    """Whether the candidate reaches a threading lock: a global it names, a closure, a default."""
+    code = getattr(candidate, "__code__", None)
+    names = code.co_names if code is not None else ()
+    scope = getattr(candidate, "__globals__", {})
+    seen = [scope[name] for name in names if name in scope]
+    seen += [cell.cell_contents for cell in getattr(candidate, "__closure__", None) or ()]
+    seen += list(getattr(candidate, "__defaults__", None) or ())
+    return any(isinstance(value, _THREAD_LOCKS) for value in seen)
+
+
+LOCK_DOES_NOT_CROSS: Final = (
+    "Your code holds a threading lock: it keeps out the other threads of one process, but the"
+    f" {WORKERS} workers are processes, each with its own copy of the lock, so it keeps no"
+    " other worker out. Only something all processes share can: the database itself."
+)
+
+
+def _race_problem(candidate: ClaimOne, folder: Path) -> str | None:
+    outcome = run_race(candidate, folder, WORKERS, JOBS)
+    if isinstance(outcome, str):
+        return outcome
+    return judge_race(*outcome)
+
+
 def check_claim_one(candidate: ClaimOne) -> CheckResult:
     """One process, then a race of several processes: each job to exactly one caller."""
     with tempfile.TemporaryDirectory(prefix="agent17-exercise-") as folder:
         problem = _sequential(candidate, Path(folder))
-        if problem is not None:
-            return CheckResult(False, problem)
-        problem = _race(candidate, Path(folder))
-        if problem is not None:
-            return CheckResult(False, problem)
+        if problem is None:
+            problem = _race_problem(candidate, Path(folder))
+    if problem is not None:
+        if _uses_a_thread_lock(candidate):
+            problem = f"{LOCK_DOES_NOT_CROSS}\n{problem}"
+        return CheckResult(False, problem)
     return CheckResult(
         True,
         f"{WORKERS} processes started together took {JOBS} jobs, each exactly once, with no"
-        " error, every id returned was really taken by its caller, and alone it took the"
-        " lowest pending id each time.",
+        " error, every id returned was really taken by its caller, no call gave up while work"
+        " was left, and alone it took the lowest pending id each time.",
     )
 
 
@@ -377,51 +254,117 @@ def take_if_pending_solution(connection: sqlite3.Connection, job_id: int, owner:
 
 
 TAKE_IF_PENDING_HINT = (
-    "Put the condition into the UPDATE itself (... WHERE id = ? AND status = 'pending'), so a"
-    " job someone else took is not matched at all, and answer with what the database did:"
-    " cursor.rowcount is 1 when your UPDATE changed the row and 0 when it did not."
+    "What if someone else takes the job after you looked and before you write? Let the write"
+    " itself decide whether the job is still pending, and answer from what the database says"
+    " the write did, not from what you saw earlier."
 )
 
 
+RIVAL: Final = "erin"
+CONTESTED_JOB: Final = 4
+
+
+def _rival_takes(path: Path, job: int, took: list[bool]) -> Callable[[], None]:
+    """Another writer that takes `job` if it can get the write lock at once (else: no harm);
+    `took` gets True if it did."""
+
+    def take() -> None:
+        rival = sqlite3.connect(path, isolation_level=None, timeout=0)
+        try:
+            cursor = rival.execute(
+                "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ? AND status = 'pending'",
+                (RIVAL, job),
+            )
+            took.append(cursor.rowcount == 1)
+        except sqlite3.OperationalError:
+            pass  # the candidate holds the write lock: nobody can come between, as it should be
+        finally:
+            rival.close()
+
+    return take
+
+
 def check_take_if_pending(candidate: TakeIfPending) -> CheckResult:
-    """Pending: taken and True. Taken by someone else: untouched and False. Missing: False."""
+    """Pending: taken and True. Taken by someone else: untouched and False. Missing: False.
+    And a pending job that a rival takes right after the candidate looked: erin's, and False."""
     with tempfile.TemporaryDirectory(prefix="agent17-exercise-") as folder:
         path = Path(folder) / "jobs.sqlite3"
-        make_jobs(path, 3, taken=frozenset({2}))
+        make_jobs(path, CONTESTED_JOB, taken=frozenset({2}))
         connection = open_checked(path)
         try:
-            answers = {}
+            answers: dict[int, Any] = {}
             for job in (1, 2, 9):
                 answers[job] = candidate(connection, job, "carol")
+            took: list[bool] = []
+            connection.interfere = _rival_takes(path, CONTESTED_JOB, took)
+            answers[CONTESTED_JOB] = candidate(connection, CONTESTED_JOB, "carol")
+            contested = any(took)  # the rival took the job between a SELECT and what followed
         except Exception as error:
             return CheckResult(False, raised(error))
         finally:
             connection.close()
         jobs = read_jobs(path)
-    if jobs[2] != ("taken", "earlier"):
-        return CheckResult(
-            False,
-            f"job 2 was already taken by 'earlier', and now the table says {jobs[2]}: you took"
-            " someone else's job. Your UPDATE needs the condition status = 'pending'.",
-        )
-    if answers[2] is not False:
-        return CheckResult(
-            False,
-            f"for job 2, taken by someone else, you answered {answers[2]!r}: the caller would"
-            " now do work that is not theirs. Answer from the cursor's rowcount.",
-        )
-    if answers[9] is not False:
-        return CheckResult(False, f"for job 9, which does not exist, you answered {answers[9]!r}")
-    if jobs[1] != ("taken", "carol") or answers[1] is not True:
-        return CheckResult(
-            False,
-            f"job 1 was pending: it should now be ('taken', 'carol') and your answer True; the"
-            f" table says {jobs[1]} and you answered {answers[1]!r}",
-        )
-    if jobs[3] != ("pending", None):
-        return CheckResult(False, "you changed job 3, which nobody asked for")
+    problem = _judge_take(answers, jobs, contested)
+    if problem is not None:
+        return CheckResult(False, problem)
     return CheckResult(
         True,
         "the pending job was taken and you said so; the job someone else had was left alone"
-        " and you said no; the missing job was a no.",
+        " and you said no; the missing job was a no; and the job another writer took just"
+        " after you looked stayed theirs.",
     )
+
+
+def _judge_take(
+    answers: dict[int, Any], jobs: dict[int, tuple[str, str | None]], contested: bool
+) -> str | None:
+    if jobs[2] != ("taken", "earlier"):
+        return (
+            f"job 2 was already taken by 'earlier', and now the table says {jobs[2]}: you took"
+            " someone else's job. Your UPDATE must not touch a job that is not pending."
+        )
+    if contested and jobs[CONTESTED_JOB] != ("taken", RIVAL):
+        return (
+            f"job {CONTESTED_JOB} was pending when you looked, but before your UPDATE another"
+            f" writer ({RIVAL}) took it, and your UPDATE wrote over {RIVAL}'s claim: the table"
+            f" now says {jobs[CONTESTED_JOB]}. What you read is already old when you write;"
+            " only a condition inside the UPDATE is checked at the moment of writing."
+        )
+    numbers = {job: answer for job, answer in answers.items() if not isinstance(answer, bool)}
+    if numbers and all(isinstance(answer, int) for answer in numbers.values()):
+        job, answer = next(iter(sorted(numbers.items())))
+        return (
+            f"for job {job} you returned {answer!r}, an int (the cursor's rowcount?): rowcount"
+            " is 1 when your UPDATE changed the row and 0 when it changed none, but"
+            " take_if_pending must return a bool, True or False, not a number. Turn the"
+            " rowcount into the answer to 'did this call take it?'"
+        )
+    if numbers:
+        job, answer = next(iter(sorted(numbers.items())))
+        return f"for job {job} you returned {answer!r}: answer True or False"
+    if answers[2] is not False:
+        return (
+            "for job 2, taken by someone else, you answered True: the caller would now do work"
+            " that is not theirs. Answer with what your UPDATE did, not with what you hoped."
+        )
+    if answers[9] is not False:
+        return "for job 9, which does not exist, you answered True"
+    if jobs[1] != ("taken", "carol") or answers[1] is not True:
+        return (
+            f"job 1 was pending: it should now be ('taken', 'carol') and your answer True; the"
+            f" table says {jobs[1]} and you answered {answers[1]!r}"
+        )
+    expected = (RIVAL, False) if contested else ("carol", True)
+    if jobs[CONTESTED_JOB] != ("taken", expected[0]) or answers[CONTESTED_JOB] is not expected[1]:
+        return (
+            f"job {CONTESTED_JOB}: the table says {jobs[CONTESTED_JOB]} and you answered"
+            f" {answers[CONTESTED_JOB]!r}; "
+            + (
+                f"{RIVAL} took it after you looked, so the answer is False"
+                if contested
+                else "it was pending and nobody else wrote, so it should be carol's and True"
+            )
+        )
+    if jobs[3] != ("pending", None):
+        return "you changed job 3, which nobody asked for"
+    return None

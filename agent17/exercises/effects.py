@@ -49,10 +49,9 @@ def fenced_effect_solution(
 
 
 FENCE_HINT = (
-    "Ask the store, right before the effect: store.verify_claim(task_id, owner, claim_token)"
-    " raises a TaskError (lease_expired, claim_mismatch) once the claim is no longer yours."
-    " Your own clock and your memory of the claim are not enough: only the board knows whether"
-    " the lease ran out on its clock or someone else holds the task now."
+    "Who can tell whether this claim still holds: you, your own clock, or the board? Ask the"
+    " one that knows, right before the effect, about everything that makes this claim this"
+    " claim. A refusal is an answer (the effect must not run), not a crash."
 )
 
 
@@ -68,6 +67,29 @@ def check_fenced_effect(candidate: FencedEffect) -> CheckResult:
             return _fence_cases(candidate, store, clock)
         finally:
             store.close()
+
+
+Attempt = Callable[[str, TaskClaim, str], tuple[bool | None, str | None]]
+
+
+def _same_owner_again(
+    attempt: Attempt, store: SqliteTaskStore, clock: ManualClock, task_id: str
+) -> str | None:
+    """alice's lease on D runs out and she claims D again: only the new claim may act."""
+    first = store.claim_task(task_id, "alice")
+    clock.advance(60)
+    second = store.claim_task(task_id, "alice")
+    ran, problem = attempt("alice's first claim on D, after she claimed D again", first, "alice")
+    if problem or ran:
+        return problem or (
+            "alice's lease on D ran out and she claimed D again, with a new token; her old"
+            " claim's effect ran anyway. The owner and the status are the same for both claims:"
+            " what tells an old attempt from the live one?"
+        )
+    ran, problem = attempt("alice's second claim on D, live", second, "alice")
+    if problem or ran is not True:
+        return problem or "alice's second claim on D is live: its effect must run"
+    return None
 
 
 def _fence_cases(
@@ -90,7 +112,7 @@ def _fence_cases(
             )
         return ran, None
 
-    a, b, c = store.create_task("A"), store.create_task("B"), store.create_task("C")
+    a, b, c, d = (store.create_task(subject) for subject in "ABCD")
     claim_a = store.claim_task(a.id, "alice")
     ran, problem = attempt("alice, her lease on A live", claim_a, "alice")
     if problem or ran is not True:
@@ -104,6 +126,9 @@ def _fence_cases(
             or "alice completed A, and then her effect ran again: a claim you were handed is"
             " no proof that it still holds. Ask the board right before the effect.",
         )
+    problem = _same_owner_again(attempt, store, clock, d.id)
+    if problem is not None:
+        return CheckResult(False, problem)
     claim_b = store.claim_task(b.id, "alice")
     clock.advance(60)
     ran, problem = attempt("alice, her lease on B ran out", claim_b, "alice")
@@ -129,9 +154,9 @@ def _fence_cases(
     return CheckResult(
         True,
         "the effect ran while the claim was live, and not after its lease ran out, not after a"
-        " takeover, not after completion. (One window remains: an effect that starts a moment"
-        " before the lease ends can finish after it. That is why effects are keyed by the"
-        " claim token too.)",
+        " takeover, not after completion, not for an old claim of the same owner. (One window"
+        " remains: an effect that starts a moment before the lease ends can finish after it."
+        " That is why effects are keyed by the claim token too.)",
     )
 
 
@@ -205,9 +230,9 @@ def append_note_solution(notes: NotesFile, line: str) -> None:
 
 
 APPEND_HINT = (
-    "notes.write(notes.read() + ...) is read-modify-write: another teammate can write in"
-    " between, and one of the two edits is lost. Either make the read and the write one step"
-    " (with notes.lock(): ...) or let the file do it (notes.append(...))."
+    "Between your read and your write, what can another teammate do to the file, and what"
+    " happens to their line when you write? Look at what NotesFile offers: one of its methods"
+    " makes a pair of steps one, another never needs the read at all."
 )
 
 

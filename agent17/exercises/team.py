@@ -50,10 +50,9 @@ def next_pass_solution(mailbox: list[str], latest_plan: str | None, ready: list[
 
 
 NEXT_PASS_HINT = (
-    "Follow the order of tick(): first the mailbox (one message, the oldest; a shutdown"
-    " request or a plan response is a protocol message, free text goes to the model), then"
-    " the plan gate (a pending or rejected latest plan stops the pass), only then claim_next"
-    " (the first ready task), else idle."
+    "Read tick() from the top: which does a teammate look at first, its mailbox or the"
+    " board, and how many messages does one pass handle, which one first? What can stop a"
+    " pass before it ever reaches claim_next?"
 )
 
 
@@ -169,9 +168,9 @@ def wait_or_wake_solution(seconds: float, wake: threading.Event) -> bool:
 
 
 WAIT_HINT = (
-    "threading.Event has a wait(timeout) of its own: it returns True as soon as the event is"
-    " set and False when the timeout passes, and the thread sleeps meanwhile. A loop that"
-    " keeps asking wake.is_set() burns a CPU core; a time.sleep() cannot be woken."
+    "You want to sleep, but be woken early. time.sleep cannot be woken, and a loop that keeps"
+    " asking burns a CPU core. Read the documentation of threading.Event: one of its methods"
+    " already does both, and its return value tells you which happened."
 )
 
 
