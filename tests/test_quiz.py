@@ -122,8 +122,8 @@ def test_each_wrong_choice_has_its_own_feedback(rank: int) -> None:
 @pytest.mark.parametrize(
     ("value", "said"),
     [
-        ("", "no answer yet"),
-        ("   ", "no answer yet"),
+        ("", "not answered yet"),
+        ("   ", "not answered yet"),
         ("e", "'e' is not one of the letters"),
         ("bc", "'bc' is not one of the letters"),
         ("the second one", "is not one of the letters"),
@@ -154,13 +154,38 @@ def test_unknown_keys_are_feedback_and_keep_the_quiz_unpassed() -> None:
     assert last.startswith("There is no question 'lease', 7; the keys are: busy_handler, flock")
 
 
+def test_a_blank_sheet_is_not_answered_yet_and_runs_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def must_not_run() -> None:
+        raise AssertionError("a blank sheet needs no answer key")
+
+    monkeypatch.setattr(QUIZ, "_checked_key", must_not_run)
+    for sheet in ({}, QUIZ.blank(), {key: "  " for key in QUIZ.keys}):
+        result = check_quiz(sheet)
+        assert not result.passed
+        assert result.feedback == (
+            "not answered yet: write one letter for each question into the dict (for example"
+            " 'busy_handler': 'a'), then run the check again."
+        )
+        assert str(result).startswith("NOT YET: not answered yet")
+
+
 @pytest.mark.usefixtures("known_key")
-def test_missing_answers_are_feedback() -> None:
-    result = check_quiz({})
+def test_questions_left_blank_are_not_answered_yet() -> None:
+    result = check_quiz({**QUIZ.blank(), "busy_handler": "b"})
     assert not result.passed
-    assert result.feedback.splitlines()[0] == f"0 of {len(QUIZ)} right."
-    assert result.feedback.count("no answer yet") == len(QUIZ)
-    assert check_quiz(QUIZ.blank()).feedback == result.feedback
+    assert result.feedback.splitlines()[0] == f"1 of {len(QUIZ)} right."
+    assert result.feedback.count("not answered yet") == len(QUIZ) - 1
+
+
+def test_the_questions_are_package_data() -> None:
+    folder = Path(quiz.__file__).parent
+    assert "## busy_handler" in (folder / "quiz.txt").read_text(encoding="utf-8")
+    assert "## busy_handler" not in Path(quiz.__file__).read_text(encoding="utf-8")
+    project = (folder.parent.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"exercises/*.txt"' in project
+    assert len(QUIZ) == 10 and QUIZ.keys[0] == "busy_handler"
 
 
 @pytest.mark.parametrize("answers", [None, ["b"], "b", 3])

@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Final
 
@@ -202,137 +203,9 @@ def _observe_plan_gate(folder: Path) -> str:
     return {TickKind.PLAN_BLOCKED: "b", TickKind.CLAIMED: "a"}.get(outcome.kind, "d")
 
 
-# -- the questions, in course order: "## key notebook answer", the prompt, then each choice as
-# "x) text" with "-> why" (why it is right, or why it is wrong). Lines wrap freely.
-_QUESTIONS_TEXT: Final = """
-## busy_handler 01_the_race b
-alice's claim holds SQLite's write lock (BEGIN IMMEDIATE); bob's BEGIN IMMEDIATE comes a moment
-later. What does SQLite do with bob?
-a) It queues him and serves him next, in the order the writers asked.
-   -> SQLite keeps no queue: each waiter sleeps and retries on its own, and whoever retries
-   first after the commit gets in. Asking first is no promise of going first.
-b) His busy handler sleeps and retries until the lock is free, or gives up with 'database is
-   locked' when his busy timeout runs out.
-   -> A waiter sleeps and retries up to its busy timeout (the store sets 30 s); it is not a fair
-   queue, so a later writer can win the retry.
-c) He fails at once with 'database is locked'.
-   -> Only with a busy timeout of 0; with a timeout his connection waits and retries first.
-
-## flock 02_the_sqlite_board a
-Why does the chapter use SQLite instead of an fcntl.flock lock file around the JSON board?
-a) One lock file around the whole board would work on one POSIX machine; SQLite adds one
-   transaction that chooses and takes the task and rolls back after a crash, readers that never
-   wait for the writer, and the same behaviour on Windows, which has no fcntl.
-   -> A board-wide lock is a fair design on one machine; the chapter wants the transaction, the
-   index and one behaviour everywhere.
-b) A flock is never released when its process crashes, so one kill -9 blocks the team forever.
-   -> The kernel drops a flock when its process dies, even by kill -9: the package relies on it
-   for 'one live worker per name'.
-c) A flock on each task's own JSON file is enough to stop two owners of C.
-   -> Both teammates scan before either locks, so both still pick C: choosing the first ready
-   task across many files needs one lock over all of them.
-
-## ready_or_pending 02_the_sqlite_board c
-A is completed, bob holds B (lease live), and C is pending, blocked by A and B. carol calls
-claim_next. What does she get?
-a) C: it is pending.
-   -> Pending is not ready: ready means pending with every dependency completed, and B is only
-   in progress.
-b) B, taken over from bob.
-   -> bob's lease is live: nobody takes B until it ends or he completes it.
-c) Nothing (None): C is pending but not ready until B is completed.
-   -> claim_next takes the first ready task in creation order, and there is none.
-d) A task_blocked error.
-   -> Finding nothing ready is normal: claim_next returns None. task_blocked is what claim_task
-   says when you name C yourself.
-
-## one_statement 02_the_sqlite_board c
-The claim is one UPDATE ... WHERE sequence = (SELECT ... LIMIT 1) RETURNING ..., inside BEGIN
-IMMEDIATE. What is that for?
-a) A SELECT followed by an UPDATE can never be made safe.
-   -> Inside one BEGIN IMMEDIATE they would be safe too (the lock is held before the SELECT);
-   one statement is the shortest way to say it, and one index seek.
-b) RETURNING is what writes the 'claimed' event to the log.
-   -> The schema's trigger writes the event; RETURNING hands the claimed row back, so no second
-   read is needed.
-c) Finding a ready task and taking it are one step: no writer can come between the look and
-   the write (no time-of-check-to-time-of-use gap).
-   -> Scan then claim as two steps lets both teammates see C free and both write themselves in
-   as its owner.
-
-## lease_instant 03_claims_and_leases c
-alice claimed A at 09:00:00 with a 300-second lease. At exactly 09:05:00 bob calls claim_next.
-What happens?
-a) Nothing: alice's lease still covers 09:05:00, so bob gets None.
-   -> The lease is half-open, [claimed_at, lease_expires_at): its end instant is outside it.
-b) bob gets A, and alice can still complete it with her token.
-   -> One owner and one live token at a time: alice's token belongs to a claim that is over.
-c) bob gets A with a new claim token; alice's complete_task is refused.
-   -> At its end instant the lease is over: A goes back to pending and bob claims it.
-
-## claim_token 03_claims_and_leases b
-alice's lease on A ran out and she claimed A again. What tells her first claim from her second,
-and so keys a side effect such as 'send the invoice for this attempt'?
-a) The task id.
-   -> Every claim of A has the same task id (bob's too): it cannot tell an old attempt from the
-   live one.
-b) The claim token: each claim gets a new one that is never issued again.
-   -> The board remembers every token it issued; the token is the run's idempotency key, and
-   the first claim's token is refused from now on.
-c) The owner name.
-   -> Both claims are alice's, so the name is the same; her old token is refused all the same.
-
-## heartbeat 03_claims_and_leases d
-alice is still working on A when her lease runs out. Why does the chapter give her no heartbeat
-(no way to renew a lease)?
-a) She has one: every tool call she makes pushes her lease further.
-   -> Asking the board about a claim does not move it: a lease ends where the claim put it.
-b) The Lead renews the leases of teammates it sees working.
-   -> Nothing in the team renews a lease: the store has no call for it.
-c) A heartbeat cannot be written on SQLite.
-   -> It would be one more UPDATE: leaving it out is the chapter's choice, not SQLite's limit.
-d) Leases are fixed on purpose: a task that outlives its lease may be done again by someone
-   else, so effects are fenced and keyed by the claim token, and nothing claims exactly-once.
-   -> A renewal would hide the real problem (work may run twice) instead of solving it; make
-   the lease longer than the work.
-
-## fencing 05_tools_and_identity b
-alice's lease on A ran out while she was still working, and bob has claimed A. Now her
-write_file call for A runs. What happens?
-a) The file is written: the board is only asked at complete_task.
-   -> Every effectful tool asks the board first (verify_claim): a worker that lost its task
-   must stop writing, not only stop completing.
-b) The write is refused (lease_expired) before it happens: the claim fences the effect.
-   -> The fence asks the board about owner, token and lease, on the board's clock, right before
-   the effect.
-c) Her lease is extended because she is still working.
-   -> There is no heartbeat: a lease ends where the claim put it.
-
-## shutdown 06_the_idle_loop a
-alice's mailbox holds a shutdown request and task A is ready. What does her next tick() do?
-a) She handles the shutdown (approves it and closes) and takes no task; A stays pending for a
-   teammate still working.
-   -> The mailbox comes before the board, one message per pass, and a closed teammate never
-   claims again.
-b) She claims A first: ready work comes before mail.
-   -> Mail comes first, so a stream of ready tasks can never starve a shutdown or a plan
-   response.
-c) Her model is asked whether to stop.
-   -> A shutdown request never reaches the model: the runtime answers it.
-
-## plan_gate 06_the_idle_loop b
-alice submitted a plan that the Lead has not reviewed yet, and task A is ready. What does her
-next tick() do?
-a) She claims A: a plan only gates writing files.
-   -> A claim writes the board, so it is an effect too: a pending or rejected latest plan stops
-   the pass before claim_next.
-b) plan_blocked: no claim, and no write to the board at all, until the plan is approved.
-   -> The gate comes before the board, and a blocked pass writes nothing.
-c) She claims A and keeps it until her plan is approved.
-   -> She would hold a lease on work she may not do yet; the gate is asked before any claim.
-d) She goes idle and her plan is withdrawn.
-   -> Her plan stays pending until the Lead answers; the pass is plan_blocked, not idle.
-"""
+# The questions are package data (quiz.txt beside this module): "## key notebook answer", the
+# prompt, then each choice as "x) text" with "-> why". Lines wrap freely.
+_QUESTIONS_TEXT: Final = (files("agent17.exercises") / "quiz.txt").read_text(encoding="utf-8")
 
 _OBSERVERS: Final[Mapping[str, Callable[[Path], str]]] = {
     "busy_handler": _observe_busy_handler,
@@ -459,10 +332,16 @@ def _letter(value: object, question: Question) -> tuple[str | None, str]:
         return None, f"answer with a letter as a string, not {type(value).__name__}"
     letter = value.strip().lower().rstrip(")").strip()
     if letter == "":
-        return None, "no answer yet"
+        return None, "not answered yet"
     if len(letter) != 1 or letter not in question.letters:
         return None, f"{value!r} is not one of the letters"
     return letter, ""
+
+
+_NOT_ANSWERED: Final = (
+    "not answered yet: write one letter for each question into the dict (for example"
+    f" '{_QUESTIONS[0].key}': 'a'), then run the check again."
+)
 
 
 def check_quiz(answers: Mapping[str, str]) -> CheckResult:
@@ -476,6 +355,9 @@ def check_quiz(answers: Mapping[str, str]) -> CheckResult:
         example = f"{{'{QUIZ.keys[0]}': 'b', ...}}"
         return CheckResult(False, f"pass a dict such as {example}, not {type(answers).__name__}")
     unknown = [key for key in answers if key not in QUIZ.keys]
+    given = [value for key, value in answers.items() if key in QUIZ.keys]
+    if not unknown and all(isinstance(value, str) and not value.strip() for value in given):
+        return CheckResult(False, _NOT_ANSWERED)
     key = QUIZ._checked_key()
     lines: list[str] = []
     right = 0
