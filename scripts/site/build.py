@@ -48,7 +48,10 @@ KERNEL_SETTINGS = "@jupyterlite/pyodide-kernel-extension:kernel"
 # the kernel itself) ship inside the kernel's lab extension.
 KERNEL_WHEELS = "share/jupyter/labextensions/@jupyterlite/pyodide-kernel-extension/static/pypi"
 # The inputs whose change makes a new build (the test reuses a build otherwise).
-INPUTS = ("agent17", "notebooks", "assets", "scripts/site", "scripts/site.sh", "pyproject.toml")
+INPUTS = (
+    "agent17", "notebooks", "assets", "scripts/site", "scripts/site.sh",
+    "scripts/student_edition.py", "pyproject.toml",
+)  # fmt: skip
 INPUTS_STAMP = ".build-inputs"
 
 
@@ -213,21 +216,21 @@ def _saved_output_markdown(cell: dict[str, Any]) -> dict[str, Any]:
     """A needs-processes cell as the student sees it in the browser: code, saved output, a line."""
     source = "".join(cell["source"])
     parts = [f"```python\n{source}\n```"]
-    attachments: dict[str, Any] = {}
-    for index, output in enumerate(cell.get("outputs", [])):
+    for output in cell.get("outputs", []):
         kind = output["output_type"]
         if kind == "stream":
             parts.append(f"```text\n{''.join(output['text']).rstrip()}\n```")
         elif kind in {"display_data", "execute_result"}:
             data = output["data"]
             if "image/svg+xml" in data or "image/png" in data:
+                # An <img> with a data: URL, not an attachment: JupyterLab resolves
+                # attachments only for bitmaps, and an unresolved one is a request
+                # for "attachment:NAME" that goes off the page.
                 mime = "image/svg+xml" if "image/svg+xml" in data else "image/png"
-                name = f"output{index}.{'svg' if mime == 'image/svg+xml' else 'png'}"
                 body = "".join(data[mime])
                 if mime == "image/svg+xml":
                     body = base64.b64encode(body.encode("utf-8")).decode("ascii")
-                attachments[name] = {mime: body}
-                parts.append(f"![saved output](attachment:{name})")
+                parts.append(f'<img alt="saved output" src="data:{mime};base64,{body}">')
             elif "text/html" in data:
                 parts.append("".join(data["text/html"]))
             elif "text/plain" in data:
@@ -240,8 +243,6 @@ def _saved_output_markdown(cell: dict[str, Any]) -> dict[str, Any]:
         "metadata": dict(cell.get("metadata", {})),
         "source": "\n\n".join(parts),
     }
-    if attachments:
-        markdown["attachments"] = attachments
     return markdown
 
 
