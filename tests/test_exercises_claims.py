@@ -108,8 +108,39 @@ def test_the_first_look_does_not_wait_while_holding_the_write_lock(
     try:
         connection.execute(begin)
         assert connection.execute(PICK).fetchone() == (1,)
+        connection.execute("UPDATE jobs SET status = 'taken', owner = 'bob' WHERE id = 1")
         connection.execute("COMMIT")
         assert not barrier.broken and barrier.n_waiting == 0
+        assert connection.first_look is None
+    finally:
+        connection.close()
+
+
+def test_a_look_under_the_write_lock_taken_after_it_waits_when_the_lock_ends(
+    jobs_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # BEGIN IMMEDIATE, the look, COMMIT, then the take: the look was not protected after
+    # all, so the first-look wait comes at the COMMIT, with the lock already let go.
+    monkeypatch.setattr(_jobs, "FIRST_LOOK_TIMEOUT_SECONDS", 0.05)
+    connection = open_checked(jobs_file)
+    barrier = threading.Barrier(2)  # nobody else comes: the wait times out and breaks it
+    connection.first_look = barrier
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        assert connection.execute(PICK).fetchone() == (1,)
+        assert not barrier.broken  # no wait while the lock is held
+        connection.execute("COMMIT")
+        assert barrier.broken and not connection.in_transaction
+    finally:
+        connection.close()
+
+
+def test_the_checkers_connection_reverses_unordered_selects(jobs_file: Path) -> None:
+    connection = open_checked(jobs_file)
+    try:
+        unordered = "SELECT id FROM jobs WHERE status = 'pending' LIMIT 1"
+        assert connection.execute(unordered).fetchone() != (1,)
+        assert connection.execute(PICK).fetchone() == (1,)
     finally:
         connection.close()
 

@@ -137,6 +137,20 @@ def _run_in_thread(check: Callable[[], CheckResult], timeout: float) -> CheckRes
     return box[0]
 
 
+NEEDS_THE_OS: Final = (
+    "this check starts a thread or a process, and a browser tab runs one Python thread"
+    " and no process: check it on a machine with Python (./scripts/lab.sh)"
+)
+_PROCESS_MODULES: Final = frozenset({"_multiprocessing", "_posixsubprocess", "_posixshmem"})
+
+
+def _needs_the_os(error: BaseException) -> bool:
+    """Whether `error` is the browser refusing a thread or a process (not the student's bug)."""
+    if isinstance(error, RuntimeError) and "can't start new thread" in str(error):
+        return True
+    return isinstance(error, ModuleNotFoundError) and error.name in _PROCESS_MODULES
+
+
 class _DeadlinePassed(BaseException):
     """Raised inside a candidate by the inline bound (a BaseException: `except Exception` in
     the candidate's own code cannot swallow it)."""
@@ -160,7 +174,7 @@ def _run_inline(check: Callable[[], CheckResult], timeout: float) -> CheckResult
     except _DeadlinePassed:
         result = _too_slow(timeout)
     except BaseException as error:  # reported to the student, as the forked child does
-        result = CheckResult(False, raised(error))
+        result = CheckResult(False, NEEDS_THE_OS if _needs_the_os(error) else raised(error))
     finally:
         sys.settrace(saved_trace)
         sys.stdout, sys.stderr = saved_streams

@@ -5,13 +5,14 @@
 The checker's connection is a real `sqlite3.Connection` (autocommit, WAL, a
 busy timeout) that widens the gap between look and take on purpose: each
 worker's first SELECT waits until every worker has made its first SELECT
-(unless the connection already holds the write lock, as after BEGIN
-IMMEDIATE, when nobody else can look anyway), and every SELECT pauses a
-little. A look-then-take that is not one step for everyone else therefore
-loses the race on every run, always on job 1, so the feedback is the same text
-every time. It can also let another writer in between a candidate's SELECT and
-its next statement (`interfere`), which is how take_if_pending's look-then-write
-is caught.
+(unless the connection already holds the write lock, as after BEGIN IMMEDIATE,
+when nobody else can look anyway; then the wait comes when that transaction
+ends, if it wrote nothing: a look made under the lock and taken after it is two
+steps too), and every SELECT pauses a little. A look-then-take that is not one
+step for everyone else therefore loses the race on every run, always on job 1,
+so the feedback is the same text every time. It can also let another writer in
+between a candidate's SELECT and its next statement (`interfere`), which is how
+take_if_pending's look-then-write is caught.
 
 `run_race` is shared by the claim_one checker and by `race_claim_one`, the
 notebook's race of a student's own claim.
@@ -60,6 +61,8 @@ class SlowSelectConnection(sqlite3.Connection):
     interfere: Callable[[], None] | None = None
     _writing = False  # this transaction holds the write lock
     _looked = False  # a SELECT ran since `interfere` was set
+    # The first look was made holding the write lock: its barrier waits for the lock's end.
+    _held_look: Any = None
 
     def before_statement(self) -> None:
         """After a SELECT, let `interfere` (another writer) in before the next statement."""
@@ -85,16 +88,28 @@ class SlowSelectConnection(sqlite3.Connection):
             if verb == "UPDATE" and rowcount == 0:
                 self.missed_updates += 1
             self._writing = True
+            self._held_look = None  # look and take in one write transaction: one step
         elif verb == "SELECT":
             self._looked = self.interfere is not None
             time.sleep(PAUSE_AFTER_SELECT_SECONDS)
             barrier, self.first_look = self.first_look, None
-            # Holding the write lock, waiting would only hold everyone else up.
-            if barrier is not None and not (self.in_transaction and self._writing):
-                with contextlib.suppress(threading.BrokenBarrierError):
-                    barrier.wait(FIRST_LOOK_TIMEOUT_SECONDS)
+            if barrier is not None and self.in_transaction and self._writing:
+                # Holding the write lock, waiting would only hold everyone else up; but if
+                # the lock is let go before anything is written, the look was not protected
+                # after all, and the wait comes then.
+                self._held_look = barrier
+            elif barrier is not None:
+                _meet(barrier)
         if not self.in_transaction:
             self._writing = False
+            barrier, self._held_look = self._held_look, None
+            if barrier is not None:
+                _meet(barrier)
+
+
+def _meet(barrier: Any) -> None:
+    with contextlib.suppress(threading.BrokenBarrierError):
+        barrier.wait(FIRST_LOOK_TIMEOUT_SECONDS)
 
 
 class _SlowCursor(sqlite3.Cursor):
@@ -128,7 +143,12 @@ def make_jobs(path: Path, jobs: int, taken: frozenset[int] = frozenset()) -> Non
 
 
 def open_checked(path: Path) -> SlowSelectConnection:
-    """The connection a candidate gets: autocommit, WAL, a busy timeout, slow after SELECT."""
+    """The connection a candidate gets: autocommit, WAL, a busy timeout, slow after SELECT.
+
+    A SELECT without ORDER BY returns its rows in reverse of the order SQLite would
+    happen to use (PRAGMA reverse_unordered_selects): "the lowest id" must be asked
+    for, not left to the table's or an index's order.
+    """
     connection = sqlite3.connect(
         path,
         isolation_level=None,
@@ -136,6 +156,7 @@ def open_checked(path: Path) -> SlowSelectConnection:
         factory=SlowSelectConnection,
     )
     connection.execute("PRAGMA journal_mode = WAL")
+    connection.execute("PRAGMA reverse_unordered_selects = ON")
     return connection
 
 

@@ -127,6 +127,12 @@ def check_ready_in_order(candidate: ReadyInOrder) -> CheckResult:
                 f"{_subjects(tasks, extra)} {'is' if len(extra) == 1 else 'are'} not ready:"
                 " pending is not enough, every task in blocked_by must be completed"
             )
+        elif isinstance(got, list) and set(got) < set(expected):
+            missing = [task_id for task_id in expected if task_id not in got]
+            reason = (
+                f"{_subjects(tasks, missing)} {'is' if len(missing) == 1 else 'are'} ready too:"
+                " a task that waits for others is ready once every one of them is completed"
+            )
         else:
             reason = "claim_next would take something else"
         return CheckResult(
@@ -194,6 +200,10 @@ def check_claim_query(candidate: ClaimQuery) -> CheckResult:
             try:
                 found = connection.execute(sql).fetchall()
                 plan = [str(row[3]) for row in connection.execute(f"EXPLAIN QUERY PLAN {sql}")]
+                # Rows of a SELECT without ORDER BY come in whatever order the plan yields;
+                # this pragma reverses that order, so "first" must be asked for.
+                connection.execute("PRAGMA reverse_unordered_selects = ON")
+                reversed_found = connection.execute(sql).fetchall()
             except sqlite3.Error as error:
                 return CheckResult(False, f"SQLite refused your query: {error}")
         finally:
@@ -207,6 +217,14 @@ def check_claim_query(candidate: ClaimQuery) -> CheckResult:
             + ": ready is pending with unmet = 0, first is the lowest id, and one row only",
         )
     shown = "; ".join(plan)
+    if reversed_found != found:
+        return CheckResult(
+            False,
+            f"the right id this time, but only because of the order in which the index happens"
+            f" to hand back its rows: SQL promises no order unless you ask for one, and with"
+            f" SQLite's PRAGMA reverse_unordered_selects on, your query returned"
+            f" {reversed_found[:3]}. Say which task is first.",
+        )
     if not any(step.split()[1:2] == ["work"] for step in plan):
         return CheckResult(
             False,

@@ -88,6 +88,7 @@ def _sequential(candidate: ClaimOne, folder: Path) -> str | None:
     make_jobs(path, 6, taken=frozenset({1, 4}))
     connection = open_checked(path)
     got: list[int | None] = []
+    changed: list[int] = []  # how many jobs alice held after each call
     try:
         for _ in range(5):
             try:
@@ -99,9 +100,22 @@ def _sequential(candidate: ClaimOne, folder: Path) -> str | None:
                     f"after your call {len(got)} a transaction was still open: every BEGIN"
                     " needs its COMMIT (or ROLLBACK), or no one else can ever write"
                 )
+            changed.append(sum(owner == "alice" for _, owner in read_jobs(path).values()))
     finally:
         connection.close()
     jobs = read_jobs(path)
+    odd = [answer for answer in got if answer is not None and type(answer) is not int]
+    if odd:
+        return (
+            f"alone, one of your calls returned {odd[0]!r} ({type(odd[0]).__name__}):"
+            " return the job's id as an int (or None), not the row or the cursor"
+        )
+    if changed[0] > 1:
+        return (
+            f"alone on a board where jobs 2, 3, 5 and 6 are pending, your first call returned"
+            f" {got[0]!r} but the table says it took {changed[0]} jobs for alice. One call"
+            " takes one job: which rows does your UPDATE match?"
+        )
     if got[:4] != [2, 3, 5, 6]:
         return (
             f"alone on a board where jobs 2, 3, 5 and 6 are pending, you took {got[:4]}: take"
@@ -297,7 +311,12 @@ def check_take_if_pending(candidate: TakeIfPending) -> CheckResult:
                 answers[job] = candidate(connection, job, "carol")
             took: list[bool] = []
             connection.interfere = _rival_takes(path, CONTESTED_JOB, took)
-            answers[CONTESTED_JOB] = candidate(connection, CONTESTED_JOB, "carol")
+            try:
+                answers[CONTESTED_JOB] = candidate(connection, CONTESTED_JOB, "carol")
+            except sqlite3.OperationalError as error:
+                if any(took) and "locked" in str(error):
+                    return CheckResult(False, _stale_snapshot(error))
+                raise
             contested = any(took)  # the rival took the job between a SELECT and what followed
         except Exception as error:
             return CheckResult(False, raised(error))
@@ -312,6 +331,16 @@ def check_take_if_pending(candidate: TakeIfPending) -> CheckResult:
         "the pending job was taken and you said so; the job someone else had was left alone"
         " and you said no; the missing job was a no; and the job another writer took just"
         " after you looked stayed theirs.",
+    )
+
+
+def _stale_snapshot(error: sqlite3.OperationalError) -> str:
+    return (
+        f"job {CONTESTED_JOB} was pending when you looked, but before your UPDATE another"
+        f" writer ({RIVAL}) took it. Your transaction had already read, so SQLite refused your"
+        f" write ({raised(error)}): what you read was stale (the snapshot of notebook 2). A"
+        " plain BEGIN does not keep anyone from writing between your look and your write;"
+        " a write that checks the job's status itself, as it writes, needs no look first."
     )
 
 

@@ -14,7 +14,6 @@ holds answers other than the reference solution that must pass.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -24,6 +23,31 @@ from typing import Any, Final
 
 from agent17.domain import Task, TaskClaim, TaskError, TaskStatus
 from agent17.exercises.effects import NotesFile
+from agent17.exercises.wrong_claims import (
+    deferred_begin,
+    gives_up_after_losing,
+    ignores_the_rowcount,
+    leaves_its_transaction_open,
+    look_then_write,
+    looks_under_the_lock_takes_after,
+    looks_under_the_write_lock,
+    never_takes,
+    no_order_by,
+    one_statement,
+    plain_begin_look_then_write,
+    returns_the_row,
+    returns_the_rowcount,
+    select_then_update,
+    take_ignoring_the_rowcount,
+    takes_blindly_reports_what_it_saw,
+    takes_every_pending_job,
+    takes_the_newest,
+    takes_with_returning,
+    through_a_cursor,
+    tries_the_next_candidate,
+    two_transactions,
+    under_a_thread_lock,
+)
 from agent17.store.sqlite import SqliteTaskStore
 
 
@@ -71,150 +95,6 @@ def compares_text(now: datetime, claimed_at: datetime, lease_expires_at: datetim
 
 def forgets_the_start(now: datetime, claimed_at: datetime, lease_expires_at: datetime) -> bool:
     return now < lease_expires_at
-
-
-# -- take_if_pending -------------------------------------------------------------------------
-
-_TAKE_IF = "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ? AND status = 'pending'"
-_TAKE_ANY = "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ?"
-
-
-def take_ignoring_the_rowcount(connection: sqlite3.Connection, job_id: int, owner: str) -> bool:
-    connection.execute(_TAKE_IF, (owner, job_id))
-    return True
-
-
-def takes_blindly_reports_what_it_saw(
-    connection: sqlite3.Connection, job_id: int, owner: str
-) -> bool:
-    row = connection.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    connection.execute(_TAKE_ANY, (owner, job_id))
-    return row is not None and row[0] == "pending"
-
-
-def look_then_write(connection: sqlite3.Connection, job_id: int, owner: str) -> bool:
-    row = connection.execute("SELECT status FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    if row is None or row[0] != "pending":
-        return False
-    connection.execute(_TAKE_ANY, (owner, job_id))
-    return True
-
-
-def returns_the_rowcount(connection: sqlite3.Connection, job_id: int, owner: str) -> bool:
-    rowcount: Any = connection.execute(_TAKE_IF, (owner, job_id)).rowcount
-    return rowcount  # type: ignore[no-any-return]  # the mistake: an int, not a bool
-
-
-def never_takes(connection: sqlite3.Connection, job_id: int, owner: str) -> bool:
-    return False
-
-
-# -- claim_one ---------------------------------------------------------------------------------
-
-PICK: Final = "SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT 1"
-TAKE: Final = _TAKE_ANY
-
-
-def select_then_update(connection: sqlite3.Connection, owner: str) -> int | None:
-    """Look, then take, each its own autocommit statement (no transaction at all)."""
-    row = connection.execute(PICK).fetchone()
-    if row is None:
-        return None
-    connection.execute(TAKE, (owner, row[0]))
-    return int(row[0])
-
-
-def two_transactions(connection: sqlite3.Connection, owner: str) -> int | None:
-    """A transaction around each step: the gap between them is still there."""
-    connection.execute("BEGIN")
-    row = connection.execute(PICK).fetchone()
-    connection.execute("COMMIT")
-    if row is None:
-        return None
-    connection.execute("BEGIN IMMEDIATE")
-    connection.execute(TAKE, (owner, row[0]))
-    connection.execute("COMMIT")
-    return int(row[0])
-
-
-def ignores_the_rowcount(connection: sqlite3.Connection, owner: str) -> int | None:
-    """The conditional UPDATE, but the id is returned whether or not it changed a row."""
-    row = connection.execute(PICK).fetchone()
-    if row is None:
-        return None
-    connection.execute(TAKE + " AND status = 'pending'", (owner, row[0]))
-    return int(row[0])
-
-
-def gives_up_after_losing(connection: sqlite3.Connection, owner: str) -> int | None:
-    """The conditional UPDATE and its rowcount, but a lost race is taken for 'nothing left'."""
-    row = connection.execute(PICK).fetchone()
-    if row is None:
-        return None
-    cursor = connection.execute(TAKE + " AND status = 'pending'", (owner, row[0]))
-    return int(row[0]) if cursor.rowcount == 1 else None
-
-
-def deferred_begin(connection: sqlite3.Connection, owner: str) -> int | None:
-    """One transaction, but a plain (deferred) BEGIN: the read cannot always become a write."""
-    connection.execute("BEGIN")
-    try:
-        row = connection.execute(PICK).fetchone()
-        if row is not None:
-            connection.execute(TAKE, (owner, row[0]))
-        connection.execute("COMMIT")
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    return None if row is None else int(row[0])
-
-
-def takes_the_newest(connection: sqlite3.Connection, owner: str) -> int | None:
-    """Atomic, but the wrong job: the highest pending id instead of the lowest."""
-    row = connection.execute(
-        "UPDATE jobs SET status = 'taken', owner = ? WHERE id = (SELECT id FROM jobs"
-        " WHERE status = 'pending' ORDER BY id DESC LIMIT 1) RETURNING id",
-        (owner,),
-    ).fetchone()
-    return None if row is None else int(row[0])
-
-
-def leaves_its_transaction_open(connection: sqlite3.Connection, owner: str) -> int | None:
-    """BEGIN IMMEDIATE with no COMMIT: nobody else can ever write."""
-    connection.execute("BEGIN IMMEDIATE")
-    row = connection.execute(PICK).fetchone()
-    if row is not None:
-        connection.execute(TAKE, (owner, row[0]))
-    return None if row is None else int(row[0])
-
-
-def through_a_cursor(connection: sqlite3.Connection, owner: str) -> int | None:
-    """select_then_update through a cursor of the connection: the same race."""
-    cursor = connection.cursor()
-    row = cursor.execute(PICK).fetchone()
-    if row is None:
-        return None
-    cursor.execute(TAKE, (owner, row[0]))
-    return int(row[0])
-
-
-_ONE_PROCESS_LOCK: Final = threading.Lock()
-
-
-def under_a_thread_lock(connection: sqlite3.Connection, owner: str) -> int | None:
-    """select_then_update under a threading.Lock: a lock of one process, not of four."""
-    with _ONE_PROCESS_LOCK:
-        return select_then_update(connection, owner)
-
-
-def one_statement(connection: sqlite3.Connection, owner: str) -> int | None:
-    """Right: look and take in one UPDATE ... RETURNING."""
-    row = connection.execute(
-        "UPDATE jobs SET status = 'taken', owner = ? WHERE id = (SELECT id FROM jobs"
-        " WHERE status = 'pending' ORDER BY id LIMIT 1) RETURNING id",
-        (owner,),
-    ).fetchone()
-    return None if row is None else int(row[0])
 
 
 # -- fenced_effect --------------------------------------------------------------------------
@@ -353,7 +233,7 @@ WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
     "ready_in_order": (
         W("sorts by id", sorted_by_id, "never sort by id"),
         W("in progress counts as done", in_progress_counts_as_done, "not ready"),
-        W("only tasks without dependencies", no_dependencies_only, "claim_next would take"),
+        W("only tasks without dependencies", no_dependencies_only, "C is ready too"),
     ),
     "claim_query": (
         W(
@@ -379,6 +259,11 @@ WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
             _sql("SELECT min(id) FROM work WHERE status || '' = 'pending' AND unmet + 0 = 0"),
             "work_ready",
         ),
+        W(
+            "no ORDER BY: the index's order",
+            _sql("SELECT id FROM work WHERE status = 'pending' AND unmet = 0 LIMIT 1"),
+            "reverse_unordered_selects",
+        ),
         W("not a SELECT", _sql("DELETE FROM work"), "one SELECT"),
         W("no such table", _sql("SELECT id FROM nowhere"), "refused"),
     ),
@@ -393,6 +278,7 @@ WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
         W("look, then write", look_then_write, "wrote over erin's claim"),
         W("returns the rowcount", returns_the_rowcount, "must return a bool"),
         W("never takes", never_takes, "job 1 was pending"),
+        W("plain BEGIN, look, then write", plain_begin_look_then_write, "was stale"),
     ),
     "claim_one": (
         W("select, then update", select_then_update, "two separate steps"),
@@ -404,6 +290,14 @@ WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
         W("takes the newest", takes_the_newest, "lowest pending id"),
         W("transaction left open", leaves_its_transaction_open, "still open"),
         W("a threading.Lock", under_a_thread_lock, "its own copy of the lock"),
+        W(
+            "looks under the lock, takes after it",
+            looks_under_the_lock_takes_after,
+            "two separate steps",
+        ),
+        W("no ORDER BY", no_order_by, "lowest pending id"),
+        W("every pending job at once", takes_every_pending_job, "One call takes one job"),
+        W("returns the row", returns_the_row, "not the row"),
     ),
     "fenced_effect": (
         W("trusts its memory", trusts_its_memory, "completed"),
@@ -431,7 +325,9 @@ WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
 """Each exercise's classic wrong answers, in course order."""
 
 RIGHT_ANSWERS: Final[Mapping[str, tuple[Callable[..., Any], ...]]] = {
-    "claim_one": (one_statement,),
+    "claim_query": (_sql("SELECT min(id) FROM work WHERE status = 'pending' AND unmet = 0"),),
+    "take_if_pending": (looks_under_the_write_lock, takes_with_returning),
+    "claim_one": (one_statement, tries_the_next_candidate),
     "append_note": (appends,),
 }
 """Answers other than the reference solution that must pass."""
