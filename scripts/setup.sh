@@ -45,6 +45,11 @@ command -v dot >/dev/null 2>&1 || want+=(graphviz)
 if [ "${AGENT17_SKIP_BROWSER:-0}" != "1" ] && [ ! -x /usr/bin/chromium ]; then
   want+=(chromium)
 fi
+# The browser edition's test builds the site (./scripts/site.sh), which fetches
+# Pyodide and Graphviz's WebAssembly build from npm.
+if [ "${AGENT17_SKIP_BROWSER:-0}" != "1" ] && ! command -v npm >/dev/null 2>&1; then
+  want+=(npm)
+fi
 # The PostgreSQL tests start a throwaway cluster of their own (initdb and pg_ctl,
 # run as the user `postgres` that Debian's package makes), so scripts/test.sh
 # asks for the server's binaries; the demo and the course do not need them.

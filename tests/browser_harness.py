@@ -244,16 +244,7 @@ class LabSession:
         """Open a notebook from the root folder and wait until its kernel is idle."""
         quoted = urllib.parse.quote(name)
         self.page.goto(f"{self.server.base_url}/lab/tree/{quoted}?token={self.server.token}&reset")
-        self.page.wait_for_function(
-            """() => {
-                const app = window.jupyterapp;
-                const panel = app && app.shell.currentWidget;
-                const session = panel && panel.sessionContext && panel.sessionContext.session;
-                return Boolean(panel && panel.context && panel.context.isReady && session
-                    && session.kernel && session.kernel.status === 'idle');
-            }""",
-            timeout=NOTEBOOK_READY_MS,
-        )
+        wait_for_idle_kernel(self.page, NOTEBOOK_READY_MS)
         self.check_page_errors()
 
     def run_all_cells(self) -> None:
@@ -374,3 +365,17 @@ def lab_fixture(tmp_path: Path) -> Iterator[LabSession]:
         chromium_session(server, tmp_path / "chromium-profile") as session,
     ):
         yield session
+
+
+def wait_for_idle_kernel(page: Any, timeout_ms: int) -> None:
+    """Wait until the open notebook's kernel has started and is idle."""
+    page.wait_for_function(
+        """() => {
+            const app = window.jupyterapp;
+            const panel = app && app.shell.currentWidget;
+            const session = panel && panel.sessionContext && panel.sessionContext.session;
+            return Boolean(panel && panel.context && panel.context.isReady && session
+                && session.kernel && session.kernel.status === 'idle');
+        }""",
+        timeout=timeout_ms,
+    )

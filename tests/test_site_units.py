@@ -79,3 +79,17 @@ def test_in_the_browser_a_step_runs_inline_and_an_undecided_request_is_denied_sa
     ]
     assert approver.pending is None
     assert approver(request) is False  # outside a step: nobody at the buttons
+
+
+def test_inline_check_says_when_the_browser_cannot_start_what_the_check_needs() -> None:
+    from agent17.exercises._bounded import NEEDS_THE_OS
+
+    def starts_a_thread() -> CheckResult:
+        raise RuntimeError("can't start new thread")
+
+    def forks() -> CheckResult:
+        raise ModuleNotFoundError("No module named '_multiprocessing'", name="_multiprocessing")
+
+    assert _run_inline(starts_a_thread, 5.0) == CheckResult(False, NEEDS_THE_OS)
+    assert _run_inline(forks, 5.0) == CheckResult(False, NEEDS_THE_OS)
+    assert "KeyError" in _run_inline(lambda: {}["A"], 5.0).feedback

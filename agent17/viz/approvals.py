@@ -10,15 +10,20 @@ bounded, so the same clicks always give the same story. `decide_next()`
 answers the next request in advance instead; a request from any other thread
 (the autonomous runtime) is denied, as it would be with no approver at all.
 
-In the browser edition (Pyodide) no helper thread can start, and nothing can
-pause a tick halfway and resume it on a later click: `start` runs the tick
-inline, and a request it makes with no answer decided in advance is denied,
-saying so (`BROWSER_DENIAL`). `decide_next()` before the step is the way to
-approve there.
+In the browser edition (Pyodide) no helper thread can start. Where the browser
+can suspend a Python call stack (WebAssembly's JavaScript Promise Integration,
+Chromium 137 and later: `agent17.browser.can_suspend`), the tick runs in an
+asyncio task instead, and a request it makes parks that task exactly as it
+parks the thread elsewhere: the same clicks give the same story. Where nothing
+can suspend (a browser without it), `start` runs the tick inline and a request
+with no answer decided in advance is denied, saying so (`BROWSER_DENIAL`);
+`decide_next()` before the step is the way to approve there.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import threading
 from collections.abc import Callable
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from agent17.agent.permissions import ApprovalRequest
-from agent17.browser import IN_BROWSER
+from agent17.browser import IN_BROWSER, can_suspend, suspend_until
 from agent17.team.teammate import TickOutcome
 
 DEFAULT_ANSWER_TIMEOUT_SECONDS: Final = 900.0
@@ -51,6 +56,7 @@ class TickJob:
 
     name: str
     thread: threading.Thread | None = None
+    task: asyncio.Future[None] | None = None  # in the browser, instead of the thread
     done: bool = False
     outcome: TickOutcome | None = None
     error: BaseException | None = None
@@ -78,6 +84,10 @@ class ButtonApprover:
         # One condition guards the parked requests, the queued answers and the tick jobs.
         self.condition = threading.Condition()
         self._local = threading.local()
+        # The browser's helper "thread": the asyncio task of a tick sees its job here.
+        self._task_job: contextvars.ContextVar[TickJob | None] = contextvars.ContextVar(
+            "agent17_tick_job", default=None
+        )
         self._queued: list[bool] = []
         self._parked: list[_Parked] = []
         self._answers: list[ApprovalAnswer] = []
@@ -87,17 +97,22 @@ class ButtonApprover:
         with self.condition:
             if self._queued:
                 return self._record(request, self._queued.pop(0), "decided before the step")
-            job: TickJob | None = getattr(self._local, "job", None)
+            job: TickJob | None = getattr(self._local, "job", None) or self._task_job.get()
             if job is None:
                 return self._record(request, False, "nobody at the buttons")
-            if IN_BROWSER:
+            if IN_BROWSER and job.task is None:
                 return self._record(request, False, BROWSER_DENIAL)
             parked = _Parked(request, job)
             self._parked.append(parked)
             self.condition.notify_all()
-            answered = self.condition.wait_for(
-                lambda: parked.answer is not None, self.answer_timeout
-            )
+            if not IN_BROWSER:
+                answered = self.condition.wait_for(
+                    lambda: parked.answer is not None, self.answer_timeout
+                )
+        if IN_BROWSER:
+            # The tick's task is suspended here, outside the lock: the next cells run.
+            answered = suspend_until(lambda: parked.answer is not None, self.answer_timeout)
+        with self.condition:
             if parked in self._parked:
                 self._parked.remove(parked)
             if not answered:
@@ -157,6 +172,8 @@ class ButtonApprover:
         """Run `tick` on a helper thread whose approval requests wait for the buttons."""
         job = TickJob(name)
         if IN_BROWSER:
+            if can_suspend():
+                return self._run_as_task(job, tick)
             return self._run_inline(job, tick)
 
         def run() -> None:
@@ -191,8 +208,24 @@ class ButtonApprover:
             job.done = True
         return job
 
+    def _run_as_task(self, job: TickJob, tick: Callable[[], TickOutcome]) -> TickJob:
+        async def run() -> None:
+            # A task runs in its own copy of the context: this job is seen by its tick only.
+            self._task_job.set(job)
+            try:
+                job.outcome = tick()
+            except BaseException as error:  # handed to the stepper, which re-raises it
+                job.error = error
+            finally:
+                job.done = True
+
+        job.task = asyncio.ensure_future(run())
+        return job
+
     def settle(self, job: TickJob, timeout: float) -> bool:
         """Wait until `job` has finished or parked on a request; False if `timeout` passed."""
+        if job.task is not None:
+            return suspend_until(lambda: job.done or self._parked_job(job), timeout)
         with self.condition:
             return self.condition.wait_for(lambda: job.done or self._parked_job(job), timeout)
 

@@ -12,8 +12,10 @@ panel also leaves the board as a static SVG for pages without widgets.
 Approvals (`viz/approvals.py`): with a `ButtonApprover` as the team's
 approver, a step runs the tick on a helper thread and the click waits until
 that tick finishes or parks on an approval request; the approve/deny buttons
-resume it. Every widget is updated from the thread that handled the click,
-never from the helper, and every wait is bounded. Output widgets are filled
+resume it. In the browser edition the tick runs in an asyncio task instead,
+and a click's action too (a click handler there cannot wait; its task can).
+Every widget is updated from the thread that handled the click, never from
+the helper, and every wait is bounded. Output widgets are filled
 kernel-side (never `with out:`), so tests and notebooks read what the student
 sees: `log`, `last_outcome`, `dot_source`, `pending_approval`, `error_outputs()`.
 """
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 import ipywidgets as widgets
 
 from agent17.agent.permissions import ApprovalRequest
+from agent17.browser import IN_BROWSER, can_suspend, has_stack_switching, run_as_task
 from agent17.claims import ToolContext
 from agent17.deterministic import ManualClock
 from agent17.domain import EventKind, utc_now
@@ -365,7 +368,7 @@ class TeamStepper:
         layout = widgets.Layout(width="max-content", flex="0 0 auto")
         button = widgets.Button(description=description, layout=layout)
 
-        def on_click(_: widgets.Button) -> None:
+        def click() -> None:
             if self._panel_closed or self.team.closed:
                 # A panel left on screen after its team closed: say so, never a traceback.
                 self.close()
@@ -376,6 +379,13 @@ class TeamStepper:
                 # Shown in the panel, then re-raised: ipywidgets prints the traceback too.
                 self._show_error(description, error)
                 raise
+
+        def on_click(_: widgets.Button) -> None:
+            if IN_BROWSER and not can_suspend() and has_stack_switching():
+                # A click handler cannot wait for a parked tick in the browser; its task can.
+                run_as_task(click)
+            else:
+                click()
 
         button.on_click(on_click)
         self.buttons[description] = button

@@ -43,6 +43,7 @@ NEEDS_PROCESSES = "needs-processes"
 NEEDS_PROCESSES_LINE = (
     "This cell starts OS processes or threads; it runs on a machine with Python: `./scripts/lab.sh`"
 )
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 KERNEL_SETTINGS = "@jupyterlite/pyodide-kernel-extension:kernel"
 # The kernel's own wheels (the ipykernel and widgetsnbextension shims, piplite and
 # the kernel itself) ship inside the kernel's lab extension.
@@ -222,7 +223,10 @@ def _saved_output_markdown(cell: dict[str, Any]) -> dict[str, Any]:
             parts.append(f"```text\n{''.join(output['text']).rstrip()}\n```")
         elif kind in {"display_data", "execute_result"}:
             data = output["data"]
-            if "image/svg+xml" in data or "image/png" in data:
+            if WIDGET_VIEW in data:
+                # A widget needs its kernel; its saved text would be a repr, not the widget.
+                parts.append("*(a widget: it shows when the cell runs)*")
+            elif "image/svg+xml" in data or "image/png" in data:
                 # An <img> with a data: URL, not an attachment: JupyterLab resolves
                 # attachments only for bitmaps, and an unresolved one is a request
                 # for "attachment:NAME" that goes off the page.

@@ -1,0 +1,273 @@
+"""The browser edition, offline, in a real browser: every core notebook runs in Pyodide.
+
+The site is the one ./scripts/site.sh builds from this checkout (reused while the
+hash of its inputs is unchanged), served on 127.0.0.1 and opened in Debian's
+headless Chromium, where every request off 127.0.0.1 is aborted and counted.
+Each core notebook runs top to bottom; then:
+
+- no request left the origin, the page raised nothing, no cell shows an error;
+- every code cell prints what the committed notebook prints (sanitised as nbval
+  sanitises it), except the cells tagged needs-processes: the site shows those
+  as their saved output and one line saying where they run;
+- the stepper's buttons change the board picture (notebook 06's last panel);
+- two exercise checks run in the kernel: the starter answer gets NOT YET, the
+  right answer passes; and every exercise the browser can check passes there.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_harness import ARTIFACTS, CHROMIUM
+from site_harness import (
+    OfflineBrowser,
+    built_site,
+    cell_outputs,
+    offline_chromium,
+    output_text,
+    run_all_cells,
+    serving,
+    site_build_module,
+)
+
+from agent17.exercises import EXERCISES
+
+REPO = Path(__file__).resolve().parent.parent
+CORE = sorted(path.name for path in (REPO / "notebooks").glob("0*.ipynb"))
+NEEDS_PROCESSES = "needs-processes"
+STEPPER_NOTEBOOK = "06_the_idle_loop.ipynb"
+SVG_IMAGE = ".widget-output [data-mime-type='image/svg+xml'] img"
+WAIT_MS = 60_000
+# The exercises whose check needs what a browser tab has not: OS processes or threads.
+NOT_CHECKABLE_IN_THE_BROWSER = {
+    "claim_one": "races two OS processes on one SQLite file",
+    "wait_or_wake": "a second thread sets the wake",
+    "append_note": "two teammates' threads write one file",
+}
+
+pytestmark = pytest.mark.browser
+
+
+class Site:
+    """The served site, one offline browser, and the notebooks open in it (by name)."""
+
+    def __init__(self, base_url: str, browser: OfflineBrowser) -> None:
+        self.base_url = base_url
+        self.browser = browser
+        self.pages: dict[str, Any] = {}
+
+    def ran(self, name: str) -> Any:
+        """The page of notebook `name`, opened and run top to bottom (once)."""
+        if name not in self.pages:
+            for page in self.pages.values():  # one kernel at a time on a small machine
+                page.close()
+            self.pages.clear()
+            page = self.browser.open_notebook(self.base_url, name)
+            run_all_cells(page)
+            self.pages[name] = page
+        return self.pages[name]
+
+
+@pytest.fixture(scope="module", name="site")
+def site_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    folder = built_site()
+    profile = tmp_path_factory.mktemp("site-chromium-profile")
+    with serving(folder) as base_url, offline_chromium(profile) as browser:
+        yield Site(base_url, browser)
+
+
+def committed(name: str) -> dict[str, Any]:
+    notebook: dict[str, Any] = json.loads((REPO / "notebooks" / name).read_text(encoding="utf-8"))
+    return notebook
+
+
+def tags(cell: dict[str, Any]) -> list[str]:
+    found: list[str] = cell.get("metadata", {}).get("tags", [])
+    return found
+
+
+def cell_source(page: Any, index: int) -> str:
+    # The model's text: JupyterLab renders a cell only once it scrolls into view.
+    text: str = page.evaluate(
+        """(index) => window.jupyterapp.shell.currentWidget.content.widgets[index]
+            .model.sharedModel.getSource()""",
+        index,
+    )
+    return text
+
+
+@pytest.mark.parametrize("name", CORE)
+def test_a_core_notebook_runs_in_the_browser_as_it_runs_under_nbval(site: Site, name: str) -> None:
+    page = site.ran(name)
+    ran = cell_outputs(page)
+    saved = committed(name)["cells"]
+    assert len(ran) == len(saved), "the site's notebook has the committed notebook's cells"
+
+    errors = [
+        f"cell {index}: {output.get('ename')}: {output.get('evalue')}"
+        for index, cell in enumerate(ran)
+        for output in cell["outputs"]
+        if output.get("output_type") == "error"
+    ]
+    assert errors == []
+    line = site_build_module().NEEDS_PROCESSES_LINE
+    differences = []
+    for index, (before, now) in enumerate(zip(saved, ran, strict=True)):
+        if before["cell_type"] != "code":
+            continue
+        if NEEDS_PROCESSES in tags(before):
+            assert now["cell_type"] == "markdown", f"cell {index} is shown, not run"
+            assert line in cell_source(page, index), f"cell {index} says where it runs"
+            continue
+        expected, got = output_text(before["outputs"]), output_text(now["outputs"])
+        if expected != got:
+            source = "".join(before["source"]).splitlines()[0]
+            differences.append(f"cell {index} ({source}):\n  saved {expected}\n  ran   {got}")
+    assert differences == [], "\n".join(differences)
+    assert site.browser.page_errors == []
+    assert site.browser.blocked == [], "requests off the page's origin"
+
+
+def test_the_steppers_buttons_change_the_board_picture(site: Site) -> None:
+    from playwright.sync_api import expect
+
+    page = site.ran(STEPPER_NOTEBOOK)
+    # The notebook's last panel ("Your turn"): a fresh team, nothing claimed yet.
+    panel = (
+        page.locator(".jp-OutputArea-output")
+        .filter(has=page.get_by_role("button", name="step alice", exact=True))
+        .last
+    )
+    panel.scroll_into_view_if_needed(timeout=WAIT_MS)
+    picture = panel.locator(SVG_IMAGE).last
+    before = picture.get_attribute("src", timeout=WAIT_MS)
+    assert before is not None
+    panel.get_by_role("button", name="step alice", exact=True).click(timeout=WAIT_MS)
+    ARTIFACTS.mkdir(exist_ok=True)
+    try:
+        # The locator, not an element: the output widget draws a new <img> for a new board.
+        expect(picture).not_to_have_attribute("src", before, timeout=WAIT_MS)
+    finally:
+        panel.screenshot(path=str(ARTIFACTS / "site_stepper.png"))
+    # alice's tick parks on an approval, as it does on a machine with Python (the
+    # browser suspends it where a helper thread would wait); the buttons resume it.
+    expect(panel).to_contain_text("alice waits for approval", timeout=WAIT_MS)
+    panel.get_by_role("button", name="approve request", exact=True).click(timeout=WAIT_MS)
+    expect(panel).to_contain_text("last step: alice", timeout=WAIT_MS)
+    panel.screenshot(path=str(ARTIFACTS / "site_stepper_approved.png"))
+    assert site.browser.page_errors == []
+    assert site.browser.blocked == []
+
+
+def _code_cell_index(page: Any, starts_with: str) -> int:
+    index: int = page.evaluate(
+        """(start) => window.jupyterapp.shell.currentWidget.content.widgets
+            .findIndex(cell => cell.model.type === 'code'
+                && cell.model.sharedModel.getSource().startsWith(start))""",
+        starts_with,
+    )
+    assert index >= 0, f"no code cell starts with {starts_with!r}"
+    return index
+
+
+def _run_cells(page: Any, indices: list[int]) -> None:
+    """Run the cells at `indices` one by one, as a student's Shift+Enter does."""
+    for index in indices:
+        before = page.evaluate(
+            "(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].model.executionCount",
+            index,
+        )
+        page.evaluate(
+            """(i) => {
+                const panel = window.jupyterapp.shell.currentWidget;
+                panel.content.activeCellIndex = i;
+                return window.jupyterapp.commands.execute('notebook:run-cell');
+            }""",
+            index,
+        )
+        page.wait_for_function(
+            """([i, before]) => {
+                const panel = window.jupyterapp.shell.currentWidget;
+                const count = panel.content.widgets[i].model.executionCount;
+                return count !== null && count !== before
+                    && panel.sessionContext.session.kernel.status === 'idle';
+            }""",
+            arg=[index, before],
+            timeout=WAIT_MS,
+        )
+
+
+def _cell_text(page: Any, index: int) -> str:
+    (cell,) = [c for i, c in enumerate(cell_outputs(page)) if i == index]
+    return "\n".join(output_text(cell["outputs"]))
+
+
+def test_an_exercise_says_not_yet_to_the_starter_and_passes_the_right_answer(site: Site) -> None:
+    page = site.ran(STEPPER_NOTEBOOK)
+    answer = _code_cell_index(page, "def next_pass(")
+    check_cell = _code_cell_index(page, 'check("next_pass"')
+    assert _cell_text(page, check_cell).startswith("NOT YET:")  # the starter, from run-all
+
+    solution = textwrap.dedent(inspect.getsource(EXERCISES["next_pass"].solution))
+    solution = solution.replace("def next_pass_solution(", "def next_pass(", 1)
+    page.evaluate(
+        """([i, source]) => window.jupyterapp.shell.currentWidget.content.widgets[i]
+            .model.sharedModel.setSource(source)""",
+        [answer, solution],
+    )
+    _run_cells(page, [answer, check_cell])
+    assert _cell_text(page, check_cell).startswith("PASSED:")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.evaluate(
+        "(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].node.scrollIntoView()",
+        check_cell,
+    )
+    page.screenshot(path=str(ARTIFACTS / "site_exercise.png"))
+    assert site.browser.page_errors == []
+    assert site.browser.blocked == []
+
+
+def test_every_exercise_that_needs_no_os_process_is_checkable_in_the_browser(site: Site) -> None:
+    page = site.ran(STEPPER_NOTEBOOK)
+    probe = textwrap.dedent(
+        """\
+        import inspect as _inspect
+        from agent17.exercises import EXERCISES as _EXERCISES, check as _check
+        for _name, _exercise in _EXERCISES.items():
+            _result = _check(_name, _exercise.solution)
+            print("verdict:", _name, "PASSED" if _result.passed else "NOT YET")
+        """
+    )
+    index = int(page.evaluate("() => window.jupyterapp.shell.currentWidget.content.widgets.length"))
+    page.evaluate(
+        """(source) => {
+            const panel = window.jupyterapp.shell.currentWidget;
+            panel.content.activeCellIndex = panel.content.widgets.length - 1;
+            window.jupyterapp.commands.execute('notebook:insert-cell-below');
+            panel.content.activeCell.model.sharedModel.setSource(source);
+        }""",
+        probe,
+    )
+    page.wait_for_function(
+        "(n) => window.jupyterapp.shell.currentWidget.content.widgets.length > n",
+        arg=index,
+        timeout=WAIT_MS,
+    )
+    _run_cells(page, [index])
+    text = _cell_text(page, index)
+    verdicts = {
+        line.split()[1]: line.split(None, 2)[2]
+        for line in (each.removeprefix("stdout: ") for each in text.splitlines())
+        if line.startswith("verdict:")
+    }
+    assert set(verdicts) == set(EXERCISES), text
+    checkable = {name for name in EXERCISES if name not in NOT_CHECKABLE_IN_THE_BROWSER}
+    assert {name for name, verdict in verdicts.items() if verdict == "PASSED"} == checkable
