@@ -898,7 +898,18 @@ def test_keyboard_interrupt_while_waiting_for_the_write_lock_leaves_no_lock_held
         if child.is_alive():
             child.kill()
     assert child.exitcode == 0
-    assert [e.owner for e in seed.events() if e.kind == "claimed"] == ["interrupted"]
+    steps = [(e.kind, e.owner) for e in seed.events() if e.kind != "created"]
+    if steps != [("claimed", "interrupted")]:
+        # PostgreSQL sends a claim with its COMMIT, in one message: interrupted while it
+        # waited for the lock, the claim may have committed once the lock came. Then it
+        # was given back at once, its lease ended at that instant (never left held until
+        # it ran out), before the claim made after the interrupt.
+        assert board.name == "postgres"
+        assert steps == [
+            ("claimed", "interrupted"),
+            ("lease_expired", "interrupted"),
+            ("claimed", "interrupted"),
+        ]
 
 
 # -- real OS processes on one board --------------------------------------------------------

@@ -72,10 +72,13 @@ def board_state(store: PostgresTaskStore) -> tuple[Any, ...]:
 # -- a backend terminated by an operator ---------------------------------------------------
 
 
+@pytest.mark.parametrize("clock", ["injected", "server"])
 def test_a_connection_terminated_between_operations_is_replaced_unseen(
-    board: PostgresBoard,
+    board: PostgresBoard, clock: str
 ) -> None:
-    store = board.store()
+    # On the server's clock the claim's message carries its COMMIT and may never be sent
+    # twice: the dead session is seen (it has the server's goodbye to read) before it is.
+    store = board.store() if clock == "injected" else board.raw_store()
     a = store.create_task("A")
     terminate(board)
     claim = store.claim_next("alice")  # the next BEGIN finds the dead session and reconnects
@@ -134,26 +137,41 @@ def test_a_connection_terminated_mid_operation_is_store_unavailable_and_nothing_
 
 
 def lose_the_commit(monkeypatch: pytest.MonkeyPatch, *, committed: bool) -> None:
-    """The next COMMIT's answer never arrives: after the server committed it, or before."""
-    original = PgTransaction.commit
+    """The answer to the next message that commits never arrives: after the server
+    committed it, or before it reached the server. (On the server's clock a claim's
+    COMMIT goes with its BEGIN, in one message.)"""
+    original = PgTransaction._send
 
-    def commit(tx: PgTransaction) -> None:
-        monkeypatch.setattr(PgTransaction, "commit", original)  # this one COMMIT only
+    def send(tx: PgTransaction, sql: str, params: Any = None) -> Any:
+        if not sql.rstrip().endswith("COMMIT"):
+            return original(tx, sql, params)
+        monkeypatch.setattr(PgTransaction, "_send", original)  # this one message only
+        assert tx.commit_sent
         if committed:
-            original(tx)
+            original(tx, sql, params)
         else:
-            tx.commit_sent = True
             tx._connection.close()  # never sent: the server rolls the transaction back
         raise ConnectionLost("server closed the connection unexpectedly")
 
-    monkeypatch.setattr(PgTransaction, "commit", commit)
+    monkeypatch.setattr(PgTransaction, "_send", send)
 
 
+def store_on(board: PostgresBoard, clock: str) -> Any:
+    """A store on an injected clock (COMMIT apart) or on the server's (COMMIT with BEGIN)."""
+    if clock == "injected":
+        return board.store()
+    return board.raw_store(new_claim_token=uuid_sequence(71))
+
+
+CLOCKS = ["injected", "server"]
+
+
+@pytest.mark.parametrize("clock", CLOCKS)
 @pytest.mark.parametrize("operation", ["claim_next", "claim_task"])
 def test_a_claim_whose_commit_answer_was_lost_is_found_in_the_token_history(
-    board: PostgresBoard, monkeypatch: pytest.MonkeyPatch, operation: str
+    board: PostgresBoard, monkeypatch: pytest.MonkeyPatch, operation: str, clock: str
 ) -> None:
-    store = board.store()
+    store = store_on(board, clock)
     a = store.create_task("A")
     lose_the_commit(monkeypatch, committed=True)
     claim = (
@@ -164,10 +182,11 @@ def test_a_claim_whose_commit_answer_was_lost_is_found_in_the_token_history(
     assert store.complete_task(a.id, "alice", claim.claim_token).task.owner == "alice"
 
 
+@pytest.mark.parametrize("clock", CLOCKS)
 def test_a_claim_whose_commit_never_reached_the_server_is_store_unavailable_and_undone(
-    board: PostgresBoard, monkeypatch: pytest.MonkeyPatch
+    board: PostgresBoard, monkeypatch: pytest.MonkeyPatch, clock: str
 ) -> None:
-    store = board.store()
+    store = store_on(board, clock)
     a = store.create_task("A")
     before = board_state(store)
     lose_the_commit(monkeypatch, committed=False)
@@ -178,10 +197,68 @@ def test_a_claim_whose_commit_never_reached_the_server_is_store_unavailable_and_
     assert claim is not None and (claim.task.id, claim.claim_token) == (a.id, token(1))
 
 
-def test_a_completion_whose_commit_answer_was_lost_says_its_outcome_is_unknown(
+def interrupt_after_the_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next message that commits runs on the server, then Ctrl-C lands before its
+    answer is read: what an interrupt during a claim's lock wait can leave behind."""
+    original = PgTransaction._send
+
+    def send(tx: PgTransaction, sql: str, params: Any = None) -> Any:
+        if not sql.rstrip().endswith("COMMIT"):
+            return original(tx, sql, params)
+        monkeypatch.setattr(PgTransaction, "_send", original)  # this one message only
+        original(tx, sql, params)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PgTransaction, "_send", send)
+
+
+def test_an_interrupted_claim_that_committed_is_given_back_at_once(
     board: PostgresBoard, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = board.store()
+    store = board.raw_store(new_claim_token=uuid_sequence(71))  # the server's clock
+    a = store.create_task("A")
+    interrupt_after_the_commit(monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        store.claim_next("alice")
+    # Nobody holds that claim, so its lease ended then, not a lease's length later.
+    assert store.get_task(a.id).status == TaskStatus.PENDING
+    assert board.write_lock_free()
+    assert [(e.kind, e.claim_token) for e in store.events()][1:] == [
+        (EventKind.CLAIMED, token(1)),
+        (EventKind.LEASE_EXPIRED, token(1)),
+    ]
+    # The token reached the board, so it is never offered again.
+    claim = store.claim_next("alice")
+    assert claim is not None and (claim.task.id, claim.claim_token) == (a.id, token(2))
+
+
+def test_an_interrupted_claim_that_never_committed_leaves_the_board_as_it_was(
+    board: PostgresBoard, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = board.raw_store(new_claim_token=uuid_sequence(71))  # the server's clock
+    a = store.create_task("A")
+    before = board_state(store)
+    original = PgTransaction._send
+
+    def send(tx: PgTransaction, sql: str, params: Any = None) -> Any:
+        if sql.rstrip().endswith("COMMIT"):
+            monkeypatch.setattr(PgTransaction, "_send", original)
+            raise KeyboardInterrupt  # before the message went out
+        return original(tx, sql, params)
+
+    monkeypatch.setattr(PgTransaction, "_send", send)
+    with pytest.raises(KeyboardInterrupt):
+        store.claim_next("alice")
+    assert board_state(store) == before  # the give-back found nothing to give back
+    claim = store.claim_next("alice")
+    assert claim is not None and claim.task.id == a.id
+
+
+@pytest.mark.parametrize("clock", CLOCKS)
+def test_a_completion_whose_commit_answer_was_lost_says_its_outcome_is_unknown(
+    board: PostgresBoard, monkeypatch: pytest.MonkeyPatch, clock: str
+) -> None:
+    store = store_on(board, clock)
     a = store.create_task("A")
     claim = store.claim_task(a.id, "alice")
     lose_the_commit(monkeypatch, committed=True)
@@ -394,18 +471,22 @@ def test_another_schema_version_is_refused_and_left_as_it_is(board: PostgresBoar
         connection.execute("UPDATE task_metadata SET value = '99' WHERE key = 'schema_version'")
     before = catalog(board)
     error = raises_code("schema_version_mismatch", board.raw_store)
-    assert "'99'" in str(error) and "'2'" in str(error)
+    assert "'99'" in str(error) and "'3'" in str(error)
     assert catalog(board) == before
 
 
-def test_a_version_1_board_is_refused_with_both_versions_named(board: PostgresBoard) -> None:
-    # Version 1 had no board functions: this agent17 cannot run its operations there.
+@pytest.mark.parametrize("old", ["1", "2"])
+def test_an_older_board_is_refused_with_both_versions_named(board: PostgresBoard, old: str) -> None:
+    # Version 1 had no board functions; version 2's functions did not check the graph
+    # themselves, so a claim sent with its COMMIT could commit on a broken one.
     board.store().create_task("A")
     with board.connection() as connection:
-        connection.execute("UPDATE task_metadata SET value = '1' WHERE key = 'schema_version'")
+        connection.execute(
+            "UPDATE task_metadata SET value = %s WHERE key = 'schema_version'", (old,)
+        )
     before = catalog(board)
     error = raises_code("schema_version_mismatch", board.raw_store)
-    assert "schema version '1'; this agent17 needs '2'" in str(error)
+    assert f"schema version '{old}'; this agent17 needs '3'" in str(error)
     assert catalog(board) == before
 
 

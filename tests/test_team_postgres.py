@@ -255,7 +255,7 @@ def test_the_team_and_the_board_share_one_database_each_with_its_own_version(
             "SELECT 'board', value FROM task_metadata UNION ALL SELECT 'team', value"
             " FROM team_metadata ORDER BY 1"
         ).fetchall()
-    assert versions == [("board", "2"), ("team", "2")]
+    assert versions == [("board", "3"), ("team", "2")]
     assert place.integrity_problems() == []
 
 

@@ -118,9 +118,10 @@ class TaskBoard:
         except TaskError as refusal:
             if refusal.code in _ANSWERS:
                 # The refusal rolled back the releases of run-out leases with everything
-                # else; they are made again in a transaction of their own. That is safe:
-                # a release only ends leases that had run out, and a later clock finds
-                # those (and perhaps more).
+                # else (where the engine commits with the operation, they stand and this
+                # finds none); they are made again in a transaction of their own. That is
+                # safe: a release only ends leases that had run out, and a later clock
+                # finds those (and perhaps more).
                 self._engine.write(Operation("release_expired", None, {}, _nothing))
             raise
 
@@ -280,9 +281,12 @@ class TaskBoard:
                     ErrorCode.CLAIM_TOKEN_COLLISION,
                     f"claim token {drawn[0]} was issued before; the claim was rolled back",
                 ) from None
-            # Rolled back, so never issued (had it reached the board, its unique index
-            # would catch its next use): the next claim takes it.
-            self._tokens.give_back(drawn[0])
+            if isinstance(error, Exception):
+                # Refused or rolled back, so never issued (had it reached the board, its
+                # unique index would catch its next use): the next claim takes it.
+                self._tokens.give_back(drawn[0])
+            # After an interrupt it may have reached the board (a claim sent with its
+            # COMMIT), so it is never offered again: a token is cheap, a collision is not.
             raise
         if claim is None:
             self._tokens.give_back(drawn[0])

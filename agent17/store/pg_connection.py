@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import random
 import re
+import select
 import threading
 import time
 import urllib.parse
@@ -296,16 +297,18 @@ class PgDatabase:
         *,
         opening: str | None = None,
         params: Params = None,
+        commit: bool = False,
     ) -> T:
         """Run `operation` in one transaction: commit, or roll back on anything.
 
         `opening`, one statement (its `params` bound in the client), goes with the
         BEGIN in one message (one round trip less); its rows are `tx.rows`. A whole
-        operation can be the opening (a server-side function): the COMMIT follows
-        once `operation` has read its rows, so an interrupt before then, or a
-        refusal, still rolls it back.
+        operation can be the opening (a server-side function), and with `commit` its
+        COMMIT goes in the same message: one round trip, and `operation` only reads
+        the rows of a transaction that has already ended (so everything that must
+        refuse it has to happen on the server).
         """
-        return self._run(operation, retry=True, opening=opening, params=params)
+        return self._run(operation, retry=True, opening=opening, params=params, commit=commit)
 
     def _run(
         self,
@@ -314,6 +317,7 @@ class PgDatabase:
         retry: bool,
         opening: str | None = None,
         params: Params = None,
+        commit: bool = False,
     ) -> T:
         with self._lock:
             reconnected = False
@@ -322,13 +326,17 @@ class PgDatabase:
                 # Backstop: an interrupt that escaped the clean-up below (a third signal
                 # between its retries) may have left the last transaction open.
                 self._settle()
+                if commit and self._connection is not None and _has_news(self._connection):
+                    # A message that commits can never be sent again blindly, so a
+                    # session the server has already ended is replaced before, not after.
+                    self._discard()
                 if self._connection is None:
                     self._connection = self._connect(deadline=time.monotonic() + RECONNECT_SECONDS)
                 tx = PgTransaction(self._connection, self.driver, self.translate)
                 try:
                     # BEGIN is inside the try: an interrupt while it waits, or right after,
                     # still reaches the clean-up below.
-                    tx.begin(opening, params)
+                    tx.begin(opening, params, commit=commit)
                     result = operation(tx)
                     tx.commit()
                     return result
@@ -436,6 +444,16 @@ class PgDatabase:
         """Close the connection; the board stays in the database."""
         with self._lock:
             self._discard()
+
+
+def _has_news(connection: psycopg.Connection[Row]) -> bool:
+    """Whether an idle connection has something to read: the goodbye of a server that
+    ended the session (a restart, a terminated backend, an idle timeout) or its closing.
+    The board's connection listens to nothing, so anything there means the session is
+    over. A look that never waits (a poll of the socket), so it costs next to nothing.
+    """
+    readable, _, _ = select.select([connection.fileno()], [], [], 0)
+    return bool(readable)
 
 
 def _first_line(error: BaseException) -> str:

@@ -14,10 +14,15 @@ What differs from SQLite, and why:
   wait; never a host's own clock). Time moves in commit order for every host.
 - One message per operation: the hot operations (claim_next, claim_task,
   complete_task, verify_claim, get_task) are server-side functions of the
-  schema that lock, read the clock, release run-out leases and do the work;
-  the engine sends one with its BEGIN, lets the board check the rows, then
-  COMMITs. The others (creating, listing) send `open_board` with the BEGIN
-  and their statements after it.
+  schema that lock, read the clock, release run-out leases, do the work and
+  refuse whatever must not commit (a broken graph too); on the server's clock
+  the engine sends BEGIN, the function and COMMIT as one message, one round
+  trip, and the board reads the rows of a transaction already committed. The
+  board lock is held only while the server works, never across a round trip.
+  An interrupt while that message is out may find it committed: an
+  interrupted claim is then given back at once (the schema's `give_back`).
+  The others (creating, listing) send `open_board` with the BEGIN and their
+  statements after it.
 - Connections: `PgDatabase` (pg_connection.py) reconnects, retries a conflict
   the server broke, and turns a lost answer into `store_unavailable`; a claim
   whose COMMIT went unanswered is looked up in the token history here.
@@ -25,6 +30,7 @@ What differs from SQLite, and why:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final, TypeVar
@@ -34,11 +40,11 @@ from agent17.store.engine import BoardSql, Constraint, ConstraintViolated, Opera
 from agent17.store.pg_connection import STORE_UNAVAILABLE, PgDatabase
 from agent17.store.pg_schema import PgSchema
 from agent17.store.pg_transaction import ConstraintViolation, OutcomeUnknown, PgTransaction
-from agent17.store.rules import Edge, lease_end
+from agent17.store.rules import Edge, corrupted, lease_end
 
 # The board's schema file (package data), its version in the task_metadata table.
 BOARD_SCHEMA: Final = PgSchema(
-    "agent17.store", "postgres_schema.sql", "2", "task_metadata", "agent17 task board"
+    "agent17.store", "postgres_schema.sql", "3", "task_metadata", "agent17 task board"
 )
 
 T = TypeVar("T")
@@ -92,12 +98,19 @@ _CLAIMS: Final = frozenset({POSTGRES_SQL.claim_next, POSTGRES_SQL.claim_task})
 _OPEN_ON_SERVER_CLOCK: Final = "SELECT open_board(NULL)"
 _OPEN_ON_OWN_CLOCK: Final = "SELECT open_board(%s)"
 
+# The SQLSTATE of the schema's `checked`: a task's edges break the graph's rules.
+GRAPH_BROKEN: Final = "A17GC"
+
 # Which rule of the schema a refused write broke, by the constraint's name.
 _CONSTRAINTS: Final = {
     "task_claim_tokens": Constraint.CLAIM_TOKEN_REUSED,
     "tasks_id_key": Constraint.TASK_ID_TAKEN,
     "tasks_unmet_is_not_negative": Constraint.UNMET_BELOW_ZERO,
 }
+
+
+def _nothing(tx: PgTransaction) -> None:
+    return None
 
 
 def utc(moment: datetime) -> datetime:
@@ -177,10 +190,12 @@ class PostgresEngine:
         return self._steps(operation)
 
     def _call(self, operation: Operation[T]) -> T:
-        """A board function: with the server's clock, sent with its BEGIN in one message.
+        """A board function: with the server's clock, BEGIN, it and COMMIT in one message.
 
+        The board's `finish` then reads rows already committed: the function refuses on
+        the server whatever must not commit (a broken graph: the schema's `checked`).
         With an injected clock the BEGIN takes the board lock first and the clock is
-        read once it is held, as on every engine; then the function (two messages).
+        read once it is held, as on every engine; then the function and the COMMIT.
         """
         statement = operation.statement
         assert statement is not None
@@ -210,14 +225,41 @@ class PostgresEngine:
         else:
             opening, bound = "SELECT lock_board()", None
         try:
-            return self.db.transaction(finish, opening=opening, params=bound)
+            # On the server's clock, BEGIN, the function and COMMIT are one message.
+            return self.db.transaction(
+                finish, opening=opening, params=bound, commit=self._clock is None
+            )
         except ConstraintViolation as violation:
             raise _violated(violation) from None
+        except self.db.driver.Error as error:
+            if getattr(error, "sqlstate", None) != GRAPH_BROKEN:
+                raise
+            raise corrupted(error.diag.message_primary) from None
         except TaskError as error:
             lost = isinstance(error.__cause__, OutcomeUnknown)
             if not lost or statement not in _CLAIMS:
                 raise
             return self._claim_outcome(error, operation, params)
+        except BaseException:
+            # An interrupt (Ctrl-C, SIGTERM as an exception): a claim sent with its COMMIT
+            # may have committed, and its caller will never hold it.
+            if self._clock is None and statement in _CLAIMS and "token" in params:
+                self._give_back(params)
+            raise
+
+    def _give_back(self, params: Mapping[str, object]) -> None:
+        """End the lease of an interrupted claim now, if it committed (the schema's give_back).
+
+        Best effort, on the way out of an interrupt: if it cannot run (a second
+        interrupt, a lost connection), the claim's lease ends when it runs out.
+        """
+        with contextlib.suppress(BaseException):
+            self.db.transaction(
+                _nothing,
+                opening="SELECT give_back(%(owner)s, %(token)s)",
+                params={"owner": params["owner"], "token": params["token"]},
+                commit=True,
+            )
 
     def _reply_columns(self, cursor: Any) -> list[str]:
         # Every board function returns a board_row: its names, read once (the driver

@@ -70,14 +70,22 @@ class PgTransaction:
         self.rows: list[Row] = []
         self.commit_sent = False
 
-    def begin(self, opening: str | None = None, params: Params = None) -> None:
+    def begin(
+        self, opening: str | None = None, params: Params = None, *, commit: bool = False
+    ) -> None:
         """BEGIN, and `opening` with it in one message: a simple query, so `params` are
         bound in the client (quoted by the driver). `rows` are its rows, `opened` the first,
-        `reply` its cursor.
+        `reply` its cursor. With `commit`, the COMMIT goes in that message too: the whole
+        transaction in one round trip, `opening` being all of it.
         """
         if opening is not None and params:
             opening = self._driver.ClientCursor(self._connection).mogrify(opening, params)
-        cursor = self._send(BEGIN if opening is None else f"{BEGIN}; {opening}")
+        message = BEGIN if opening is None else f"{BEGIN}; {opening}"
+        if commit:
+            assert opening is not None
+            message = f"{message}; COMMIT"
+            self.commit_sent = True  # from here on, an unanswered message may have committed
+        cursor = self._send(message)
         self.began = True
         if opening is not None:
             cursor.nextset()  # past BEGIN's empty result
@@ -86,6 +94,8 @@ class PgTransaction:
             self.opened = self.rows[0] if self.rows else None
 
     def commit(self) -> None:
+        if self.commit_sent:
+            return  # sent with the BEGIN
         self.commit_sent = True
         self._send("COMMIT")
 

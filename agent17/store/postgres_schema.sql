@@ -12,7 +12,7 @@ CREATE TABLE task_metadata (
     key   text PRIMARY KEY,
     value text NOT NULL
 );
-INSERT INTO task_metadata (key, value) VALUES ('schema_version', '2');
+INSERT INTO task_metadata (key, value) VALUES ('schema_version', '3');
 
 -- The board lock: every writer holds this transaction-level advisory lock from its
 -- first statement to its commit, so claims, completions and the event log are in
@@ -240,9 +240,10 @@ CREATE TRIGGER tasks_log_every_transition
     WHEN (NEW.status IS DISTINCT FROM OLD.status)
     EXECUTE FUNCTION log_transition();
 
--- The board operations of the hot path, each one server-side function, sent with its
--- BEGIN in one message: the store's COMMIT follows once it has checked the rows (an
--- interrupt before then still rolls everything back). Each takes the board lock and
+-- The board operations of the hot path, each one server-side function. On the
+-- server's clock the store sends one with its BEGIN and its COMMIT, one message and one
+-- round trip per operation; so everything that must refuse a write happens in here,
+-- before that COMMIT (a broken graph too: `checked`). Each takes the board lock and
 -- the one clock, returns run-out leases to pending, then does its work, the
 -- statements an operation of the board runs one by one on another engine. What they
 -- return, board_row, is one row per task in three parts: 'rows' (what the operation
@@ -293,6 +294,43 @@ BEGIN
 END
 $$;
 
+-- A task row whose edges break the graph's rules (the board's check_edges, the same
+-- words), refused with SQLSTATE A17GC, which the store reads as graph_corrupted: a
+-- claim or a completion on a board edited behind the store's back is rolled back,
+-- never committed. The schema makes these impossible; a restored dump can hold them.
+CREATE FUNCTION checked(r board_row) RETURNS board_row
+    LANGUAGE plpgsql IMMUTABLE
+    AS $$
+DECLARE
+    edge json;
+    target bigint;
+    unfinished integer := 0;
+BEGIN
+    FOR edge IN SELECT json_array_elements(r.edges) LOOP
+        target := (edge->>0)::bigint;
+        IF json_typeof(edge->1) = 'null' THEN
+            RAISE EXCEPTION USING ERRCODE = 'A17GC',
+                MESSAGE = format('a dependency of task %s points at a missing task', r.id);
+        ELSIF target = r.sequence THEN
+            RAISE EXCEPTION USING ERRCODE = 'A17GC',
+                MESSAGE = format('task %s depends on itself', r.id);
+        ELSIF target > r.sequence THEN
+            RAISE EXCEPTION USING ERRCODE = 'A17GC',
+                MESSAGE = format('task %s depends on the newer task %s: a dependency must be'
+                                 ' older, or cycles become possible', r.id, edge->1->>0);
+        ELSIF edge->1->>1 <> 'completed' THEN
+            unfinished := unfinished + 1;
+        END IF;
+    END LOOP;
+    IF unfinished <> r.unmet_dependencies THEN
+        RAISE EXCEPTION USING ERRCODE = 'A17GC',
+            MESSAGE = format('task %s records %s unmet dependencies but its edges show %s',
+                             r.id, r.unmet_dependencies, unfinished);
+    END IF;
+    RETURN r;
+END
+$$;
+
 -- Lock, clock, release: the start of every operation. `at` is the injected clock's
 -- reading, or NULL for the server's, read once the lock is held.
 CREATE FUNCTION open_board(at timestamptz) RETURNS timestamptz
@@ -316,7 +354,7 @@ BEGIN
            changed_at_utc = at, lease_expires_at_utc = at + lease
      WHERE sequence = target.sequence
     RETURNING * INTO target;
-    RETURN row_of('rows', at, target);
+    RETURN checked(row_of('rows', at, target));
 END
 $$;
 
@@ -399,15 +437,32 @@ BEGIN
         RETURN NEXT refused(at, task_id, token);
         RETURN;
     END IF;
-    RETURN NEXT row_of('rows', at, done);
+    RETURN NEXT checked(row_of('rows', at, done));
     FOR dependent IN
         UPDATE tasks SET unmet_dependencies = unmet_dependencies - 1
          WHERE sequence IN (SELECT task_sequence FROM task_dependencies
                              WHERE dependency_sequence = done.sequence)
         RETURNING *
     LOOP
-        RETURN NEXT row_of('then', at, dependent);
+        RETURN NEXT checked(row_of('then', at, dependent));
     END LOOP;
+END
+$$;
+
+-- A claim whose caller was interrupted while its message (BEGIN, claim, COMMIT) was on
+-- its way may have committed with nobody left to hold it. Its lease ends now, logged as
+-- lease_expired at this instant, so the task is pending again at once instead of when
+-- the lease would have run out. Nothing happens when that claim never committed.
+CREATE FUNCTION give_back(holder text, token text) RETURNS void
+    LANGUAGE plpgsql SET search_path FROM CURRENT
+    AS $$
+DECLARE
+    at timestamptz := open_board(NULL);
+BEGIN
+    UPDATE tasks
+       SET status = 'pending', owner = NULL, claim_token = NULL,
+           changed_at_utc = at, lease_expires_at_utc = NULL
+     WHERE status = 'in_progress' AND owner = holder AND claim_token = token;
 END
 $$;
 
