@@ -196,3 +196,41 @@ def test_a_candidate_defined_like_a_notebook_cell_works() -> None:
     namespace: dict[str, Any] = {"__name__": "__main__"}
     exec(cell, namespace)
     assert check("claim_one", namespace["claim_one"]).passed
+
+
+def _takes_then_asks_who_holds_it(connection: Any, job_id: int, owner: str) -> bool:
+    connection.execute(
+        "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ? AND status = 'pending'",
+        (owner, job_id),
+    )
+    row = connection.execute("SELECT owner FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return row is not None and row[0] == owner
+
+
+def _counts_rows_it_never_fetched(connection: Any, job_id: int, owner: str) -> bool:
+    cursor = connection.execute(
+        "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ? AND status = 'pending'"
+        " RETURNING id",
+        (owner, job_id),
+    )
+    return bool(cursor.rowcount == 1)
+
+
+def test_take_if_pending_is_false_for_a_job_the_caller_already_held() -> None:
+    # Found in the browser: "is it mine now?" after the UPDATE passed, though a job carol
+    # held before the call was not taken by it (notebook 3: same owner, a new claim).
+    feedback = fails_with(
+        "take_if_pending",
+        _takes_then_asks_who_holds_it,
+        "for job 5, which carol already held before this call, you answered True",
+    )
+    assert "rowcount" not in feedback  # a nudge, not the answer
+
+
+def test_take_if_pending_that_took_the_job_but_answered_false_is_told_what_happened() -> None:
+    fails_with(
+        "take_if_pending",
+        _counts_rows_it_never_fetched,
+        "your UPDATE took it (the table says ('taken', 'carol')), yet you answered False",
+        "With RETURNING",
+    )

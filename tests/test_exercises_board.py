@@ -56,6 +56,54 @@ def test_ready_in_order_refuses_something_that_is_not_a_list_of_ids() -> None:
     assert not check("ready_in_order", answers_with_a_generator).passed
 
 
+def _ready(tasks: list[Task]) -> list[Task]:
+    done = {t.id for t in tasks if t.status is TaskStatus.COMPLETED}
+    return [
+        t for t in tasks if t.status is TaskStatus.PENDING and all(d in done for d in t.blocked_by)
+    ]
+
+
+def test_ready_in_order_that_returns_the_tasks_is_told_to_return_their_ids() -> None:
+    # Found in the browser: the checker sorted the answer, and a list of Tasks made it
+    # report "your code raised TypeError: '<' not supported", which the student's code never did.
+    def returns_the_tasks(tasks: list[Task]) -> list[Task]:
+        return _ready(tasks)
+
+    result = check("ready_in_order", returns_the_tasks)
+    assert not result.passed
+    assert "raised" not in result.feedback, result.feedback
+    assert "you said [the Task A, the Task B]" in result.feedback, result.feedback
+    assert "return each task's id (task.id), not the Task itself" in result.feedback
+
+
+def test_ready_in_order_that_returns_subjects_or_a_generator_is_told_so() -> None:
+    # "you said ['A', 'B']; claim_next would take [A, B]: claim_next would take something
+    # else" read as the same answer twice.
+    def returns_the_subjects(tasks: list[Task]) -> list[str]:
+        return [t.subject for t in _ready(tasks)]
+
+    def returns_a_generator(tasks: list[Task]) -> object:
+        return (t.id for t in _ready(tasks))
+
+    def returns_numbers(tasks: list[Task]) -> list[int]:
+        return [n for n, t in enumerate(tasks) if t in _ready(tasks)]
+
+    subjects = check("ready_in_order", returns_the_subjects).feedback
+    assert "you said ['A', 'B']" in subjects, subjects
+    assert subjects.endswith("return the tasks' ids (task.id), not their subjects"), subjects
+    generator = check("ready_in_order", returns_a_generator).feedback
+    assert generator.endswith("return a list of ids, not a generator"), generator
+    numbers = check("ready_in_order", returns_numbers).feedback
+    assert numbers.endswith("return the tasks' ids (task.id, a str each), not int values"), numbers
+
+    def forgets_to_return(tasks: list[Task]) -> None:
+        _ready(tasks)
+
+    nothing = check("ready_in_order", forgets_to_return).feedback
+    assert "you said None" in nothing, nothing
+    assert "did your function reach its return?" in nothing, nothing
+
+
 @pytest.mark.parametrize(
     "sql",
     [

@@ -100,7 +100,31 @@ def _name(tasks: list[Task], ids: object) -> str:
     if not isinstance(ids, list):
         return repr(ids)
     subjects = {task.id: task.subject for task in tasks}
-    return "[" + ", ".join(subjects.get(task_id, repr(task_id)) for task_id in ids) + "]"
+
+    def named(item: object) -> str:
+        if isinstance(item, Task):
+            return f"the Task {item.subject}"
+        return subjects.get(item, repr(item)) if isinstance(item, str) else repr(item)
+
+    return "[" + ", ".join(named(item) for item in ids) + "]"
+
+
+def _not_ids(tasks: list[Task], got: object) -> str | None:
+    """What is wrong with the kind of answer, if it is not a list of task ids."""
+    if got is None:
+        return "return a list of ids (did your function reach its return?)"
+    if not isinstance(got, list):
+        return f"return a list of ids, not a {type(got).__name__}"
+    ids = {task.id for task in tasks}
+    subjects = {task.subject for task in tasks}
+    for item in got:
+        if isinstance(item, Task):
+            return "return each task's id (task.id), not the Task itself"
+        if not isinstance(item, str):
+            return f"return the tasks' ids (task.id, a str each), not {type(item).__name__} values"
+        if item not in ids and item in subjects:
+            return "return the tasks' ids (task.id), not their subjects"
+    return None
 
 
 def _subjects(tasks: list[Task], ids: list[str]) -> str:
@@ -119,7 +143,10 @@ def check_ready_in_order(candidate: ReadyInOrder) -> CheckResult:
         if got == expected:
             continue
         named_got, named_expected = _name(tasks, got), _name(tasks, expected)
-        if isinstance(got, list) and sorted(got) == sorted(expected):
+        wrong_kind = _not_ids(tasks, got)
+        if wrong_kind is not None:
+            reason = wrong_kind
+        elif isinstance(got, list) and sorted(got) == sorted(expected):
             reason = "the right tasks in the wrong order: keep creation order, never sort by id"
         elif isinstance(got, list) and set(got) > set(expected):
             extra = [task_id for task_id in got if task_id not in expected]

@@ -276,6 +276,7 @@ TAKE_IF_PENDING_HINT = (
 
 RIVAL: Final = "erin"
 CONTESTED_JOB: Final = 4
+ALREADY_CAROLS: Final = 5  # taken by carol herself before the check: this call takes nothing
 
 
 def _rival_takes(path: Path, job: int, took: list[bool]) -> Callable[[], None]:
@@ -299,15 +300,17 @@ def _rival_takes(path: Path, job: int, took: list[bool]) -> Callable[[], None]:
 
 
 def check_take_if_pending(candidate: TakeIfPending) -> CheckResult:
-    """Pending: taken and True. Taken by someone else: untouched and False. Missing: False.
+    """Pending: taken and True. Taken by someone else, or by the caller before: untouched and
+    False. Missing: False.
     And a pending job that a rival takes right after the candidate looked: erin's, and False."""
     with tempfile.TemporaryDirectory(prefix="agent17-exercise-") as folder:
         path = Path(folder) / "jobs.sqlite3"
-        make_jobs(path, CONTESTED_JOB, taken=frozenset({2}))
+        make_jobs(path, ALREADY_CAROLS, taken=frozenset({2}))
+        _give_to_carol(path, ALREADY_CAROLS)
         connection = open_checked(path)
         try:
             answers: dict[int, Any] = {}
-            for job in (1, 2, 9):
+            for job in (1, 2, ALREADY_CAROLS, 9):
                 answers[job] = candidate(connection, job, "carol")
             took: list[bool] = []
             connection.interfere = _rival_takes(path, CONTESTED_JOB, took)
@@ -329,9 +332,17 @@ def check_take_if_pending(candidate: TakeIfPending) -> CheckResult:
     return CheckResult(
         True,
         "the pending job was taken and you said so; the job someone else had was left alone"
-        " and you said no; the missing job was a no; and the job another writer took just"
-        " after you looked stayed theirs.",
+        " and you said no; the job carol already held was a no; the missing job was a no; and"
+        " the job another writer took just after you looked stayed theirs.",
     )
+
+
+def _give_to_carol(path: Path, job: int) -> None:
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        connection.execute("UPDATE jobs SET status = 'taken', owner = 'carol' WHERE id = ?", (job,))
+    finally:
+        connection.close()
 
 
 def _stale_snapshot(error: sqlite3.OperationalError) -> str:
@@ -378,6 +389,24 @@ def _judge_take(
         )
     if answers[9] is not False:
         return "for job 9, which does not exist, you answered True"
+    if answers[ALREADY_CAROLS] is not False:
+        return (
+            f"for job {ALREADY_CAROLS}, which carol already held before this call, you answered"
+            " True: this call took nothing, and a True would have carol start the job a second"
+            " time. Who holds a job now does not say whether this call took it; what your"
+            " UPDATE did does."
+        )
+    if jobs[ALREADY_CAROLS] != ("taken", "carol"):
+        return (
+            f"job {ALREADY_CAROLS} was carol's before the call, and now the table says"
+            f" {jobs[ALREADY_CAROLS]}: a job that is not pending must be left as it is"
+        )
+    if jobs[1] == ("taken", "carol") and answers[1] is False:
+        return (
+            "job 1 was pending, and your UPDATE took it (the table says ('taken', 'carol')),"
+            " yet you answered False: how does your code learn what its UPDATE changed? (With"
+            " RETURNING, sqlite3 counts a row in rowcount only once you have fetched it.)"
+        )
     if jobs[1] != ("taken", "carol") or answers[1] is not True:
         return (
             f"job 1 was pending: it should now be ('taken', 'carol') and your answer True; the"
