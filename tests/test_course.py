@@ -272,3 +272,16 @@ def test_every_glossary_and_primer_link_lands_on_an_anchor() -> None:
             elif anchor and anchor not in _anchors(Path(target).name):
                 broken.append(f"{path.name}: {target}#{anchor}")
     assert not broken, broken
+
+
+@pytest.mark.parametrize(
+    "notebook", sorted((Path(__file__).parent.parent / "notebooks").glob("0*.ipynb")), ids=str
+)
+def test_a_notebook_that_offers_show_solution_imports_it(notebook: Path) -> None:
+    # The prose tells a student to call show_solution(...) once a check passes: a
+    # NameError there would be the first thing they see after their success.
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    text = "".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "markdown")
+    code = "".join("".join(cell["source"]) for cell in cells if cell["cell_type"] == "code")
+    if "show_solution(" in text:
+        assert re.search(r"from agent17\.exercises import [^\n]*\bshow_solution\b", code)
