@@ -29,6 +29,8 @@ from agent17.exercises import EXERCISES, _jobs, check
 from agent17.exercises._jobs import SlowSelectConnection, make_jobs, open_checked
 from agent17.exercises.effects import NotesFile
 
+Looking = tuple[SlowSelectConnection, threading.Barrier]
+
 EVERY_RACER = "bob, carol, dave and erin all got job 1: your SELECT and UPDATE are two separate"
 
 
@@ -83,56 +85,51 @@ def jobs_file(tmp_path: Path) -> Iterator[Path]:
     yield path
 
 
-def test_the_first_look_waits_for_the_others_in_autocommit(
-    jobs_file: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def looking(jobs_file: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Looking]:
+    """The checker's connection with a first-look barrier nobody else comes to: a wait
+    times out (quickly) and breaks it."""
     monkeypatch.setattr(_jobs, "FIRST_LOOK_TIMEOUT_SECONDS", 0.05)
-    connection = open_checked(jobs_file)
-    barrier = threading.Barrier(2)  # nobody else comes: the wait times out and breaks it
-    connection.first_look = barrier
-    try:
-        assert connection.execute(PICK).fetchone() == (1,)
-        assert barrier.broken
-        assert connection.first_look is None
-    finally:
-        connection.close()
-
-
-@pytest.mark.parametrize("begin", ["BEGIN IMMEDIATE", "begin exclusive"])
-def test_the_first_look_does_not_wait_while_holding_the_write_lock(
-    jobs_file: Path, begin: str
-) -> None:
     connection = open_checked(jobs_file)
     barrier = threading.Barrier(2)
     connection.first_look = barrier
     try:
-        connection.execute(begin)
-        assert connection.execute(PICK).fetchone() == (1,)
-        connection.execute("UPDATE jobs SET status = 'taken', owner = 'bob' WHERE id = 1")
-        connection.execute("COMMIT")
-        assert not barrier.broken and barrier.n_waiting == 0
-        assert connection.first_look is None
+        yield connection, barrier
     finally:
         connection.close()
+
+
+def test_the_first_look_waits_for_the_others_in_autocommit(looking: Looking) -> None:
+    connection, barrier = looking
+    assert connection.execute(PICK).fetchone() == (1,)
+    assert barrier.broken
+    assert connection.first_look is None
+
+
+@pytest.mark.parametrize("begin", ["BEGIN IMMEDIATE", "begin exclusive"])
+def test_the_first_look_does_not_wait_while_holding_the_write_lock(
+    looking: Looking, begin: str
+) -> None:
+    connection, barrier = looking
+    connection.execute(begin)
+    assert connection.execute(PICK).fetchone() == (1,)
+    connection.execute("UPDATE jobs SET status = 'taken', owner = 'bob' WHERE id = 1")
+    connection.execute("COMMIT")
+    assert not barrier.broken and barrier.n_waiting == 0
+    assert connection.first_look is None
 
 
 def test_a_look_under_the_write_lock_taken_after_it_waits_when_the_lock_ends(
-    jobs_file: Path, monkeypatch: pytest.MonkeyPatch
+    looking: Looking,
 ) -> None:
     # BEGIN IMMEDIATE, the look, COMMIT, then the take: the look was not protected after
     # all, so the first-look wait comes at the COMMIT, with the lock already let go.
-    monkeypatch.setattr(_jobs, "FIRST_LOOK_TIMEOUT_SECONDS", 0.05)
-    connection = open_checked(jobs_file)
-    barrier = threading.Barrier(2)  # nobody else comes: the wait times out and breaks it
-    connection.first_look = barrier
-    try:
-        connection.execute("BEGIN IMMEDIATE")
-        assert connection.execute(PICK).fetchone() == (1,)
-        assert not barrier.broken  # no wait while the lock is held
-        connection.execute("COMMIT")
-        assert barrier.broken and not connection.in_transaction
-    finally:
-        connection.close()
+    connection, barrier = looking
+    connection.execute("BEGIN IMMEDIATE")
+    assert connection.execute(PICK).fetchone() == (1,)
+    assert not barrier.broken  # no wait while the lock is held
+    connection.execute("COMMIT")
+    assert barrier.broken and not connection.in_transaction
 
 
 def test_the_checkers_connection_reverses_unordered_selects(jobs_file: Path) -> None:
@@ -145,20 +142,12 @@ def test_the_checkers_connection_reverses_unordered_selects(jobs_file: Path) -> 
         connection.close()
 
 
-def test_a_deferred_transaction_still_waits_at_the_first_look(
-    jobs_file: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_jobs, "FIRST_LOOK_TIMEOUT_SECONDS", 0.05)
-    connection = open_checked(jobs_file)
-    barrier = threading.Barrier(2)
-    connection.first_look = barrier
-    try:
-        connection.execute("BEGIN")
-        connection.execute(PICK).fetchone()
-        connection.execute("COMMIT")
-        assert barrier.broken
-    finally:
-        connection.close()
+def test_a_deferred_transaction_still_waits_at_the_first_look(looking: Looking) -> None:
+    connection, barrier = looking
+    connection.execute("BEGIN")
+    connection.execute(PICK).fetchone()
+    connection.execute("COMMIT")
+    assert barrier.broken
 
 
 def test_missed_updates_are_counted_through_execute_and_cursors(jobs_file: Path) -> None:

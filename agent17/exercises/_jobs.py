@@ -29,7 +29,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Self
@@ -123,8 +123,9 @@ class _SlowCursor(sqlite3.Cursor):
         return cursor
 
 
-def make_jobs(path: Path, jobs: int, taken: frozenset[int] = frozenset()) -> None:
-    """A fresh jobs table: ids 1..`jobs`; those in `taken` are already taken by 'earlier'."""
+def make_jobs(path: Path, jobs: int, taken: Mapping[int, str] | None = None) -> None:
+    """A fresh jobs table: ids 1..`jobs`; those in `taken` are already taken, by its owner."""
+    taken = taken or {}
     connection = sqlite3.connect(path, isolation_level=None)
     try:
         connection.execute("PRAGMA journal_mode = WAL")
@@ -133,10 +134,7 @@ def make_jobs(path: Path, jobs: int, taken: frozenset[int] = frozenset()) -> Non
         )
         connection.executemany(
             "INSERT INTO jobs VALUES (?, ?, ?)",
-            [
-                (n, "taken" if n in taken else "pending", "earlier" if n in taken else None)
-                for n in range(1, jobs + 1)
-            ],
+            [(n, "taken" if n in taken else "pending", taken.get(n)) for n in range(1, jobs + 1)],
         )
     finally:
         connection.close()

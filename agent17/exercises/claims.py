@@ -85,10 +85,10 @@ CLAIM_ONE_HINT = (
 
 def _sequential(candidate: ClaimOne, folder: Path) -> str | None:
     path = folder / "alone.sqlite3"
-    make_jobs(path, 6, taken=frozenset({1, 4}))
+    make_jobs(path, 6, taken={1: "earlier", 4: "earlier"})
     connection = open_checked(path)
     got: list[int | None] = []
-    changed: list[int] = []  # how many jobs alice held after each call
+    took_first = 0  # how many jobs the first call took for alice
     try:
         for _ in range(5):
             try:
@@ -100,7 +100,8 @@ def _sequential(candidate: ClaimOne, folder: Path) -> str | None:
                     f"after your call {len(got)} a transaction was still open: every BEGIN"
                     " needs its COMMIT (or ROLLBACK), or no one else can ever write"
                 )
-            changed.append(sum(owner == "alice" for _, owner in read_jobs(path).values()))
+            if len(got) == 1:
+                took_first = sum(owner == "alice" for _, owner in read_jobs(path).values())
     finally:
         connection.close()
     jobs = read_jobs(path)
@@ -110,10 +111,10 @@ def _sequential(candidate: ClaimOne, folder: Path) -> str | None:
             f"alone, one of your calls returned {odd[0]!r} ({type(odd[0]).__name__}):"
             " return the job's id as an int (or None), not the row or the cursor"
         )
-    if changed[0] > 1:
+    if took_first > 1:
         return (
             f"alone on a board where jobs 2, 3, 5 and 6 are pending, your first call returned"
-            f" {got[0]!r} but the table says it took {changed[0]} jobs for alice. One call"
+            f" {got[0]!r} but the table says it took {took_first} jobs for alice. One call"
             " takes one job: which rows does your UPDATE match?"
         )
     if got[:4] != [2, 3, 5, 6]:
@@ -305,8 +306,7 @@ def check_take_if_pending(candidate: TakeIfPending) -> CheckResult:
     And a pending job that a rival takes right after the candidate looked: erin's, and False."""
     with tempfile.TemporaryDirectory(prefix="agent17-exercise-") as folder:
         path = Path(folder) / "jobs.sqlite3"
-        make_jobs(path, ALREADY_CAROLS, taken=frozenset({2}))
-        _give_to_carol(path, ALREADY_CAROLS)
+        make_jobs(path, ALREADY_CAROLS, taken={2: "earlier", ALREADY_CAROLS: "carol"})
         connection = open_checked(path)
         try:
             answers: dict[int, Any] = {}
@@ -335,14 +335,6 @@ def check_take_if_pending(candidate: TakeIfPending) -> CheckResult:
         " and you said no; the job carol already held was a no; the missing job was a no; and"
         " the job another writer took just after you looked stayed theirs.",
     )
-
-
-def _give_to_carol(path: Path, job: int) -> None:
-    connection = sqlite3.connect(path, isolation_level=None)
-    try:
-        connection.execute("UPDATE jobs SET status = 'taken', owner = 'carol' WHERE id = ?", (job,))
-    finally:
-        connection.close()
 
 
 def _stale_snapshot(error: sqlite3.OperationalError) -> str:
