@@ -27,6 +27,7 @@ from team_processes import Teammate, integrity, teammates
 from agent17 import Mailbox, SqliteTaskStore
 from agent17.agent.ledger import IdempotencyLedger, LedgerKey
 from agent17.domain import Refusal
+from agent17.store import state_file
 
 __all__ = ["teammates"]  # the fixture, imported for the tests below
 
@@ -244,6 +245,67 @@ def test_concurrent_openers_that_crash_leave_a_wal_the_next_opener_replays(
     assert wal.stat().st_size > 0
     board = SqliteTaskStore(workspace)
     assert sorted(task.subject for task in board.list_tasks()) == ["T0", "T1", "T2", "T3"]
+
+
+class _SwitchingConnection:
+    """Answers the WAL switch with `answers` in turn: an error is raised, None succeeds."""
+
+    def __init__(self, answers: list[sqlite3.Error | None]) -> None:
+        self.answers, self.statements = answers, []  # type: list[sqlite3.Error | None], list[str]
+
+    def execute(self, statement: str) -> None:
+        self.statements.append(statement)
+        answer = self.answers.pop(0)
+        if answer is not None:
+            raise answer
+
+
+def _error(message: str, code: int) -> sqlite3.OperationalError:
+    error = sqlite3.OperationalError(message)
+    error.sqlite_errorcode = code
+    return error
+
+
+def test_a_wal_switch_refused_at_once_by_another_opener_is_tried_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What the four openers above met: SQLite answered "database is locked" at once,
+    # without its busy handler, while another opener held the file.
+    pauses: list[float] = []
+    monkeypatch.setattr(state_file, "_pause", pauses.append)
+    busy = _error("database is locked", sqlite3.SQLITE_BUSY)
+    connection = _SwitchingConnection([busy, busy, None])
+    state_file._switch_to_wal(connection)  # type: ignore[arg-type]
+    assert connection.statements == ["PRAGMA journal_mode = WAL"] * 3
+    assert len(pauses) == 2 and pauses[0] < pauses[1]
+
+
+def test_a_wal_switch_that_fails_otherwise_is_not_tried_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pauses: list[float] = []
+    monkeypatch.setattr(state_file, "_pause", pauses.append)
+    full = _error("database or disk is full", sqlite3.SQLITE_FULL)
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        state_file._switch_to_wal(_SwitchingConnection([full, None]))  # type: ignore[arg-type]
+    assert pauses == []
+
+
+def test_a_wal_switch_still_locked_at_the_busy_timeout_gives_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [0.0]
+    monkeypatch.setattr(state_file.time, "monotonic", lambda: now[0])
+
+    def pause(seconds: float) -> None:
+        now[0] += seconds
+
+    monkeypatch.setattr(state_file, "_pause", pause)
+    busy = _error("database is locked", sqlite3.SQLITE_BUSY)
+    connection = _SwitchingConnection([busy] * 1000)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        state_file._switch_to_wal(connection)  # type: ignore[arg-type]
+    assert state_file.BUSY_TIMEOUT_SECONDS - 0.1 <= now[0] <= state_file.BUSY_TIMEOUT_SECONDS
 
 
 def test_a_wal_another_program_left_on_the_same_file_is_replayed(tmp_path: Path) -> None:

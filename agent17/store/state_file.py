@@ -43,6 +43,7 @@ import re
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -108,6 +109,30 @@ class Schema:
             return frozenset(_schema_objects(reference))
         finally:
             reference.close()
+
+
+_pause: Callable[[float], None] = time.sleep
+"""How the WAL switch waits between tries (a test replaces it to order events)."""
+
+
+def _switch_to_wal(connection: sqlite3.Connection) -> None:
+    # Leaving the rollback journal for WAL needs the file's exclusive lock, and when
+    # several processes open a new file at once SQLite may answer "database is
+    # locked" at once instead of calling the busy handler (waiting there could
+    # deadlock against another opener's shared lock). The switch changes nothing
+    # until it succeeds, so it is tried again until the busy timeout has passed.
+    deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+    wait = 0.005
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            busy = getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_BUSY
+            if not busy or time.monotonic() + wait > deadline:
+                raise
+        _pause(wait)
+        wait = min(wait * 2, 0.1)
 
 
 def _schema_objects(connection: sqlite3.Connection) -> list[SchemaObject]:
@@ -182,7 +207,7 @@ class StateFile:
             self._connection.execute("PRAGMA foreign_keys = ON")
             # WAL: readers never block the writer. FULL: a commit survives a power cut,
             # so a claim the store reported is never forgotten (README, "Durability").
-            self._connection.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(self._connection)
             self._connection.execute("PRAGMA synchronous = FULL")
             self._create_or_verify()
         except BaseException:
