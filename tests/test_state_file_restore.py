@@ -251,7 +251,8 @@ class _SwitchingConnection:
     """Answers the WAL switch with `answers` in turn: an error is raised, None succeeds."""
 
     def __init__(self, answers: list[sqlite3.Error | None]) -> None:
-        self.answers, self.statements = answers, []  # type: list[sqlite3.Error | None], list[str]
+        self.answers = answers
+        self.statements: list[str] = []
 
     def execute(self, statement: str) -> None:
         self.statements.append(statement)
@@ -266,13 +267,19 @@ def _error(message: str, code: int) -> sqlite3.OperationalError:
     return error
 
 
+@pytest.fixture
+def pauses(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every pause the WAL switch asks for, recorded instead of slept."""
+    asked: list[float] = []
+    monkeypatch.setattr(state_file, "_pause", asked.append)
+    return asked
+
+
 def test_a_wal_switch_refused_at_once_by_another_opener_is_tried_again(
-    monkeypatch: pytest.MonkeyPatch,
+    pauses: list[float],
 ) -> None:
     # What the four openers above met: SQLite answered "database is locked" at once,
     # without its busy handler, while another opener held the file.
-    pauses: list[float] = []
-    monkeypatch.setattr(state_file, "_pause", pauses.append)
     busy = _error("database is locked", sqlite3.SQLITE_BUSY)
     connection = _SwitchingConnection([busy, busy, None])
     state_file._switch_to_wal(connection)  # type: ignore[arg-type]
@@ -280,11 +287,7 @@ def test_a_wal_switch_refused_at_once_by_another_opener_is_tried_again(
     assert len(pauses) == 2 and pauses[0] < pauses[1]
 
 
-def test_a_wal_switch_that_fails_otherwise_is_not_tried_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    pauses: list[float] = []
-    monkeypatch.setattr(state_file, "_pause", pauses.append)
+def test_a_wal_switch_that_fails_otherwise_is_not_tried_again(pauses: list[float]) -> None:
     full = _error("database or disk is full", sqlite3.SQLITE_FULL)
     with pytest.raises(sqlite3.OperationalError, match="full"):
         state_file._switch_to_wal(_SwitchingConnection([full, None]))  # type: ignore[arg-type]
