@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from agent17.domain import TaskError
 from agent17.store.database import StateDatabase
-from agent17.store.state_file import Schema
+from agent17.store.schema_file import Schema
 
 LEDGER_DB_NAME: Final = "idempotency.sqlite3"
 LEDGER_SCHEMA: Final = Schema(

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from agent17.store.paths import RefusalFactory
-from agent17.store.state_file import ExclusiveHold, Schema, StateFile
+from agent17.store.schema_file import Schema
+from agent17.store.state_file import ExclusiveHold, StateFile
 
 T = TypeVar("T")
 

@@ -30,7 +30,7 @@ from agent17.store.engine import (
 )
 from agent17.store.paths import TASK_DB_NAME
 from agent17.store.rules import Edge, lease_end, unreadable
-from agent17.store.state_file import Schema
+from agent17.store.schema_file import Schema
 
 BOARD_SCHEMA: Final = Schema(
     package="agent17.store",

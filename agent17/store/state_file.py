@@ -9,9 +9,10 @@ each is opened here, the same way (`StateFile`):
    backup replaced) is refused before anything reads it (`wal_owner.py`);
 3. a file that already has content is probed on a *read-only* connection: it
    must be SQLite, carry this schema's version and hold exactly the schema's
-   tables, indexes and triggers, and pass `PRAGMA quick_check`. Anything else
-   is refused and left byte-identical (a read-write connection would fold a
-   crashed writer's WAL into the file when it closed);
+   tables, indexes and triggers (`schema_file.py`), and pass `PRAGMA
+   quick_check`. Anything else is refused and left byte-identical (a
+   read-write connection would fold a crashed writer's WAL into the file when
+   it closed);
 4. the read-write connection: the file it opened is recorded as the owner of
    the journals beside it, then autocommit (we write BEGIN ourselves), a busy
    timeout, foreign keys on, WAL with synchronous=FULL; an empty file gets the
@@ -45,9 +46,6 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cached_property
-from importlib import resources
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -61,6 +59,7 @@ from agent17.store.file_failures import (
     transaction_failure,
 )
 from agent17.store.paths import RefusalFactory, check_state_file, safe_state_file
+from agent17.store.schema_file import Schema, schema_objects
 from agent17.store.wal_owner import record_owner, refuse_foreign_journals
 
 BUSY_TIMEOUT_SECONDS: Final = 30.0
@@ -78,37 +77,6 @@ _LOCK_KEY: Final = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 T = TypeVar("T")
 Helper = Callable[[sqlite3.Connection, Callable[[sqlite3.Connection], T], str], T]
 """The plain transaction helper: (connection, operation, BEGIN statement) -> result."""
-SchemaObject = tuple[str, str, str, str]
-
-
-@dataclass(frozen=True)
-class Schema:
-    """A versioned schema file: the SQL that creates a state database, and how to recognise one.
-
-    `sql_file` is read as package data from `package`. Its metadata table holds
-    one row `('schema_version', version)`; `what` names the database in messages.
-    """
-
-    package: str
-    sql_file: str
-    version: str
-    metadata_table: str
-    what: str
-
-    @cached_property
-    def sql(self) -> str:
-        """The whole schema file."""
-        return resources.files(self.package).joinpath(self.sql_file).read_text(encoding="utf-8")
-
-    @cached_property
-    def objects(self) -> frozenset[SchemaObject]:
-        """Every table, index and trigger the schema creates, as SQLite records them."""
-        reference = sqlite3.connect(":memory:")
-        try:
-            reference.executescript(self.sql)
-            return frozenset(_schema_objects(reference))
-        finally:
-            reference.close()
 
 
 _pause: Callable[[float], None] = time.sleep
@@ -133,15 +101,6 @@ def _switch_to_wal(connection: sqlite3.Connection) -> None:
                 raise
         _pause(wait)
         wait = min(wait * 2, 0.1)
-
-
-def _schema_objects(connection: sqlite3.Connection) -> list[SchemaObject]:
-    # SQLite's own tables (sqlite_sequence, sqlite_stat1 after ANALYZE) are not ours.
-    rows = connection.execute(
-        "SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master"
-        " WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
-    ).fetchall()
-    return [(str(a), str(b), str(c), str(d)) for a, b, c, d in rows]
 
 
 class StateFile:
@@ -264,7 +223,7 @@ class StateFile:
 
     def _create_or_verify(self) -> None:
         connection = self._connection
-        if not _schema_objects(connection):
+        if not schema_objects(connection):
             try:
                 # The schema file whole, in one transaction of its own: a crash leaves no
                 # half schema.
@@ -282,7 +241,7 @@ class StateFile:
 
     def _verify(self, connection: sqlite3.Connection, *, deep: bool) -> None:
         schema, path = self.schema, self.path
-        found = frozenset(_schema_objects(connection))
+        found = frozenset(schema_objects(connection))
         if not found:
             return
         tables = {name for kind, name, _, _ in found if kind == "table"}

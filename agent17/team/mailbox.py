@@ -36,7 +36,8 @@ from typing import Any, Final, Protocol, TypeVar, cast
 
 from agent17.domain import text_problem
 from agent17.store.database import StateDatabase
-from agent17.store.state_file import ExclusiveHold, Schema
+from agent17.store.schema_file import Schema
+from agent17.store.state_file import ExclusiveHold
 from agent17.team.envelopes import (
     DamagedMessage,
     Envelope,
