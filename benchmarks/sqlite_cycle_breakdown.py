@@ -8,7 +8,13 @@ It measures, on one board of ready tasks in a temporary workspace:
 
 1. the cycle against the floor (two minimal write transactions, as in
    store_bench.py) at the chosen `synchronous` level. At NORMAL a commit does
-   not wait for fsync, so what is left is the store's own work;
+   not wait for fsync, so what is left is the store's own work. Beside them,
+   the ceiling: the store's own statements, verbatim (its BEGIN IMMEDIATE,
+   release of run-out leases, claim, completion, release of dependents,
+   COMMIT), sent straight to a second board file by a loop with no agent17
+   Python around them. No store built on this schema can beat it, so it
+   says how much of the gap is the schema's work (its indexes, its event log,
+   its token history) and how much is left for Python;
 2. each statement of a cycle: the time inside the driver's `execute` (SQLite's
    own work, the statement's triggers included), by statement;
 3. each Python layer: exclusive time by module under cProfile (which slows
@@ -16,7 +22,8 @@ It measures, on one board of ready tasks in a temporary workspace:
 
 The store is opened through the public API; the instrumentation reaches its
 private connection only to time it and to set `synchronous` (nothing else is
-ever executed on it).
+ever executed on it). The ceiling's board is a second store's file, driven
+through that store's connection with the statements of `agent17.store.sqlite`.
 """
 
 from __future__ import annotations
@@ -28,8 +35,10 @@ import sqlite3
 import sys
 import tempfile
 import time
+import uuid
 from collections import defaultdict
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +119,27 @@ def floor_cycle(connection: sqlite3.Connection) -> None:
         connection.execute("COMMIT")
 
 
+def sql_only_cycle(connection: sqlite3.Connection, sql: Any) -> None:
+    """The store's statements for one claim + completion, with no agent17 Python around them."""
+    moment = datetime.now(UTC)
+    now, expires = sql.db_time(moment), sql.db_time(moment + timedelta(seconds=LEASE_SECONDS))
+    connection.execute("BEGIN IMMEDIATE")
+    connection.execute(sql.RELEASE_EXPIRED_SQL, {"now": now})
+    claim = {"owner": "bench", "token": str(uuid.uuid4()), "now": now, "expires": expires}
+    (row,) = connection.execute(sql.CLAIM_NEXT_SQL, claim).fetchall()
+    connection.execute("COMMIT")
+    connection.execute("BEGIN IMMEDIATE")
+    connection.execute(sql.RELEASE_EXPIRED_SQL, {"now": now})
+    held = {"task_id": row["id"], "owner": "bench", "token": claim["token"], "now": now}
+    connection.execute(sql.COMPLETE_SQL, held).fetchall()
+    connection.execute(sql.SQLITE_SQL.release_dependents, {"sequence": row["sequence"]}).fetchall()
+    connection.execute("COMMIT")
+
+
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
 def per_cycle_us(run: Callable[[], None], cycles: int) -> float:
     started = time.perf_counter()
     for _ in range(cycles):
@@ -137,22 +167,36 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="agent17-breakdown-") as folder:
         root = Path(folder)
         store = open_store(root / "board", args.synchronous, 3 * cycles + 100)
+        bare = open_store(root / "bare", args.synchronous, 3 * cycles + 100)
+        bare_connection = _state_file(bare)._connection
         floor = open_floor(root / "floor.sqlite3", args.synchronous)
+        from agent17.store import sqlite as statements
+
         for _ in range(50):
             cycle(store)
+            sql_only_cycle(bare_connection, statements)
             floor_cycle(floor)
-        # 1. cycle against floor, interleaved in slices so both see the same machine
-        store_us, floor_us = [], []
+        # 1. cycle against floor, interleaved in slices so all see the same machine
+        store_us, bare_us, floor_us = [], [], []
         for _ in range(10):
             store_us.append(per_cycle_us(lambda: cycle(store), cycles // 10))
+            bare_us.append(
+                per_cycle_us(lambda: sql_only_cycle(bare_connection, statements), cycles // 10)
+            )
             floor_us.append(per_cycle_us(lambda: floor_cycle(floor), cycles // 10))
-        store_us.sort()
-        floor_us.sort()
-        s, f = store_us[len(store_us) // 2], floor_us[len(floor_us) // 2]
+        s, b, f = median(store_us), median(bare_us), median(floor_us)
         print(f"synchronous={args.synchronous}, {cycles} cycles, median of 10 slices")
         print(f"  store cycle (claim_next + complete_task) {s:8.1f} µs")
         print(f"  floor cycle (2 x BEGIN/UPDATE/COMMIT)     {f:8.1f} µs")
         print(f"  store beyond the floor                    {s - f:8.1f} µs   ratio {f / s:.2f}")
+        print(f"  ceiling: the store's SQL alone            {b:8.1f} µs   ratio {f / b:.2f}")
+        print(f"    the schema's work beyond the floor      {b - f:8.1f} µs")
+        print(f"    the store's Python (store - ceiling)    {s - b:8.1f} µs")
+        if args.synchronous == "FULL":  # the goal: 0.7 of the FULL floor
+            print(f"    Python that 0.7 of the floor leaves     {f / 0.7 - b:8.1f} µs")
+        else:  # the goal: the store's own work beside the floor halved
+            print(f"    half of the store's own work            {(s - f) / 2:8.1f} µs")
+        bare.close()
         # 2. per statement
         state_file = _state_file(store)
         timed = TimedConnection(state_file._connection)
