@@ -20,6 +20,14 @@ see the same disk and the same neighbours on the machine:
 3) Where one process's cycle goes: each statement's wall time (its round trip
    and the server's work, the COMMIT's flush included), and the rest, which is
    the client's Python (the board, the engine, psycopg).
+4) The ceiling, interleaved with the floor: the schema's board functions called
+   bare on the store's own board, no agent17 Python around them, (a) as the
+   store sends them (BEGIN, the function, COMMIT: one message) and (b) each as
+   one autocommit statement; and (c) the smallest durable claim and completion
+   there is: two autocommit UPDATEs of a bare queue table with a ready index (no
+   board lock, no event log, no token history, no graph check). No store built on
+   these functions can beat (a) or (b), so they say how much of the gap to the
+   goal is the server's work and how much the client's.
 
 To measure another checkout's store, put it first on the path:
 `PYTHONPATH=<checkout> .venv/bin/python benchmarks/pg_where_time_goes.py`.
@@ -181,6 +189,102 @@ def split(dsn: str, cycles: int) -> tuple[float, list[tuple[str, float]]]:
     return wall / cycles, sorted(per_cycle, key=lambda item: -item[1])
 
 
+CEILING_TABLE = """
+CREATE TABLE public.bare_queue (sequence bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id text NOT NULL UNIQUE, status text NOT NULL, owner text, claim_token text,
+    lease_expires_at_utc timestamptz, unmet_dependencies integer NOT NULL DEFAULT 0);
+CREATE INDEX bare_queue_ready ON public.bare_queue (sequence)
+    WHERE status = 'pending' AND unmet_dependencies = 0"""
+BARE_CLAIM = """UPDATE bare_queue SET status = 'in_progress', owner = %(owner)s,
+    claim_token = %(token)s, lease_expires_at_utc = clock_timestamp() + %(lease)s
+ WHERE sequence = (SELECT sequence FROM bare_queue WHERE status = 'pending'
+                     AND unmet_dependencies = 0 ORDER BY sequence LIMIT 1)
+RETURNING id"""
+BARE_COMPLETE = """UPDATE bare_queue SET status = 'completed', claim_token = NULL,
+    lease_expires_at_utc = NULL
+ WHERE id = %(task_id)s AND status = 'in_progress' AND owner = %(owner)s
+   AND claim_token = %(token)s"""
+
+
+def ceiling(dsn: str, pairs: int, batch: int) -> list[tuple[str, float, float]]:
+    """(what, µs per cycle, median ratio floor/it) for the three ceilings of part 4."""
+    import uuid
+    from datetime import timedelta
+
+    import psycopg
+
+    from agent17 import PostgresTaskStore
+    from agent17.store.pg_transaction import BEGIN
+
+    cycles = (pairs + 1) * batch
+    with PostgresTaskStore(dsn, lease_seconds=LEASE_SECONDS) as store:
+        store.create_tasks([(f"task {n}", "", ()) for n in range(2 * cycles)])
+    connection = psycopg.connect(dsn, autocommit=True)
+    connection.execute("SET search_path = agent17, public")
+    connection.execute(CEILING_TABLE)
+    connection.execute(
+        "INSERT INTO public.bare_queue (id, status)"
+        " SELECT gen_random_uuid()::text, 'pending' FROM generate_series(1, %(n)s)",
+        {"n": cycles},
+    )
+    client = psycopg.ClientCursor(connection)  # simple queries, bound in the client
+    floor = floor_connection(dsn)
+    lease = timedelta(seconds=LEASE_SECONDS)
+
+    def last_row(cursor: Any) -> Any:
+        row = None
+        while True:
+            if cursor.description is not None:
+                row = cursor.fetchone()
+            if not cursor.nextset():
+                return row
+
+    def functions(wrap: str) -> Any:
+        def cycles_of(count: int) -> None:
+            for _ in range(count):
+                token = str(uuid.uuid4())
+                bound = {"lease": lease, "owner": "bench", "token": token}
+                claim = "SELECT * FROM claim_next(NULL, %(lease)s, %(owner)s, %(token)s)"
+                row = last_row(client.execute(wrap.format(claim), bound))
+                bound["task_id"] = row[3]
+                done = "SELECT * FROM complete_task(NULL, %(task_id)s, %(owner)s, %(token)s)"
+                last_row(client.execute(wrap.format(done), bound))
+
+        return cycles_of
+
+    def bare(count: int) -> None:
+        for _ in range(count):
+            bound: dict[str, Any] = {"lease": lease, "owner": "bench", "token": str(uuid.uuid4())}
+            (bound["task_id"],) = client.execute(BARE_CLAIM, bound).fetchone()
+            client.execute(BARE_COMPLETE, bound)
+
+    kinds = {
+        "(a) the functions bare, BEGIN; fn; COMMIT": functions(BEGIN + "; {}; COMMIT"),
+        "(b) the functions bare, autocommit": functions("{}"),
+        "(c) two plain UPDATEs, nothing else": bare,
+    }
+    for run in kinds.values():
+        run(batch // 2)  # warm: plans, caches
+    floor_cycles(floor, batch // 2)
+    spent: dict[str, list[float]] = {name: [] for name in kinds}
+    ratios: dict[str, list[float]] = {name: [] for name in kinds}
+    for _ in range(pairs):
+        for name, run in kinds.items():
+            started = time.perf_counter()
+            run(batch // 2)
+            took = time.perf_counter() - started
+            started = time.perf_counter()
+            floor_cycles(floor, batch // 2)
+            ratios[name].append((time.perf_counter() - started) / took)
+            spent[name].append(took / (batch // 2))
+    connection.close()
+    floor.close()
+    return [
+        (name, statistics.median(spent[name]) * 1e6, statistics.median(ratios[name]))
+        for name in kinds
+    ]
+
+
 def _verdict(ratio: float, goal: float) -> str:
     return f"{ratio:.2f} of the floor (goal >= {goal}: {'ok' if ratio >= goal else 'MISS'})"
 
@@ -224,6 +328,11 @@ def main() -> int:
             print(f"   {seconds * 1e6:7,.0f} µs  {sql}")
         rest = per_cycle - sum(seconds for _, seconds in statements)
         print(f"   {rest * 1e6:7,.0f} µs  the rest: the client's Python")
+        print("\n4) the ceiling, each interleaved with the floor (median of the pairs):")
+        for name, micros, ratio in ceiling(
+            server.dsn(server.new_database()), options.pairs, options.batch
+        ):
+            print(f"   {micros:7,.0f} µs per cycle  {name:44s} {ratio:.2f} of the floor")
     finally:
         server.stop()
     return 0
