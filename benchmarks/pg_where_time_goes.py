@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import multiprocessing
 import statistics
 import sys
@@ -239,18 +240,14 @@ def ceiling(dsn: str, pairs: int, batch: int) -> list[tuple[str, float, float]]:
             if not cursor.nextset():
                 return row
 
-    def functions(wrap: str) -> Any:
-        def cycles_of(count: int) -> None:
-            for _ in range(count):
-                token = str(uuid.uuid4())
-                bound = {"lease": lease, "owner": "bench", "token": token}
-                claim = "SELECT * FROM claim_next(NULL, %(lease)s, %(owner)s, %(token)s)"
-                row = last_row(client.execute(wrap.format(claim), bound))
-                bound["task_id"] = row[3]
-                done = "SELECT * FROM complete_task(NULL, %(task_id)s, %(owner)s, %(token)s)"
-                last_row(client.execute(wrap.format(done), bound))
+    claim = "SELECT * FROM claim_next(NULL, %(lease)s, %(owner)s, %(token)s)"
+    done = "SELECT * FROM complete_task(NULL, %(task_id)s, %(owner)s, %(token)s)"
 
-        return cycles_of
+    def functions(count: int, claim: str, done: str) -> None:
+        for _ in range(count):
+            bound = {"lease": lease, "owner": "bench", "token": str(uuid.uuid4())}
+            bound["task_id"] = last_row(client.execute(claim, bound))[3]  # part, at, seq, id
+            last_row(client.execute(done, bound))
 
     def bare(count: int) -> None:
         for _ in range(count):
@@ -259,8 +256,10 @@ def ceiling(dsn: str, pairs: int, batch: int) -> list[tuple[str, float, float]]:
             client.execute(BARE_COMPLETE, bound)
 
     kinds = {
-        "(a) the functions bare, BEGIN; fn; COMMIT": functions(BEGIN + "; {}; COMMIT"),
-        "(b) the functions bare, autocommit": functions("{}"),
+        "(a) the functions bare, BEGIN; fn; COMMIT": functools.partial(
+            functions, claim=f"{BEGIN}; {claim}; COMMIT", done=f"{BEGIN}; {done}; COMMIT"
+        ),
+        "(b) the functions bare, autocommit": functools.partial(functions, claim=claim, done=done),
         "(c) two plain UPDATEs, nothing else": bare,
     }
     for run in kinds.values():

@@ -32,6 +32,7 @@ import argparse
 import cProfile
 import pstats
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from agent17 import SqliteTaskStore
+from agent17.store.sqlite import SQLITE_SQL, db_time
 
 LEASE_SECONDS = 3600.0
 
@@ -119,25 +121,21 @@ def floor_cycle(connection: sqlite3.Connection) -> None:
         connection.execute("COMMIT")
 
 
-def sql_only_cycle(connection: sqlite3.Connection, sql: Any) -> None:
+def sql_only_cycle(connection: sqlite3.Connection) -> None:
     """The store's statements for one claim + completion, with no agent17 Python around them."""
     moment = datetime.now(UTC)
-    now, expires = sql.db_time(moment), sql.db_time(moment + timedelta(seconds=LEASE_SECONDS))
+    now, expires = db_time(moment), db_time(moment + timedelta(seconds=LEASE_SECONDS))
     connection.execute("BEGIN IMMEDIATE")
-    connection.execute(sql.RELEASE_EXPIRED_SQL, {"now": now})
+    connection.execute(SQLITE_SQL.release_expired, {"now": now})
     claim = {"owner": "bench", "token": str(uuid.uuid4()), "now": now, "expires": expires}
-    (row,) = connection.execute(sql.CLAIM_NEXT_SQL, claim).fetchall()
+    (row,) = connection.execute(SQLITE_SQL.claim_next, claim).fetchall()
     connection.execute("COMMIT")
     connection.execute("BEGIN IMMEDIATE")
-    connection.execute(sql.RELEASE_EXPIRED_SQL, {"now": now})
+    connection.execute(SQLITE_SQL.release_expired, {"now": now})
     held = {"task_id": row["id"], "owner": "bench", "token": claim["token"], "now": now}
-    connection.execute(sql.COMPLETE_SQL, held).fetchall()
-    connection.execute(sql.SQLITE_SQL.release_dependents, {"sequence": row["sequence"]}).fetchall()
+    connection.execute(SQLITE_SQL.complete, held).fetchall()
+    connection.execute(SQLITE_SQL.release_dependents, {"sequence": row["sequence"]}).fetchall()
     connection.execute("COMMIT")
-
-
-def median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
 
 
 def per_cycle_us(run: Callable[[], None], cycles: int) -> float:
@@ -170,21 +168,17 @@ def main(argv: list[str] | None = None) -> int:
         bare = open_store(root / "bare", args.synchronous, 3 * cycles + 100)
         bare_connection = _state_file(bare)._connection
         floor = open_floor(root / "floor.sqlite3", args.synchronous)
-        from agent17.store import sqlite as statements
-
         for _ in range(50):
             cycle(store)
-            sql_only_cycle(bare_connection, statements)
+            sql_only_cycle(bare_connection)
             floor_cycle(floor)
         # 1. cycle against floor, interleaved in slices so all see the same machine
         store_us, bare_us, floor_us = [], [], []
         for _ in range(10):
             store_us.append(per_cycle_us(lambda: cycle(store), cycles // 10))
-            bare_us.append(
-                per_cycle_us(lambda: sql_only_cycle(bare_connection, statements), cycles // 10)
-            )
+            bare_us.append(per_cycle_us(lambda: sql_only_cycle(bare_connection), cycles // 10))
             floor_us.append(per_cycle_us(lambda: floor_cycle(floor), cycles // 10))
-        s, b, f = median(store_us), median(bare_us), median(floor_us)
+        s, b, f = (statistics.median(us) for us in (store_us, bare_us, floor_us))
         print(f"synchronous={args.synchronous}, {cycles} cycles, median of 10 slices")
         print(f"  store cycle (claim_next + complete_task) {s:8.1f} µs")
         print(f"  floor cycle (2 x BEGIN/UPDATE/COMMIT)     {f:8.1f} µs")
