@@ -5,7 +5,14 @@ The names of the public contract (CONTRACT.md), plus the few the notebooks use.
 
 from typing import TYPE_CHECKING, Any
 
-# First: in the browser edition this completes the kernel's empty fcntl module.
+from agent17.own_secrets import hide_own_environment, started_as_the_agent17_command
+
+# Before anything slow: the `agent17` command's keys and passwords are in its
+# /proc/<pid>/environ, which the user's other processes may read until this runs.
+if started_as_the_agent17_command():
+    hide_own_environment()
+
+# Then: in the browser edition this completes the kernel's empty fcntl module.
 import agent17.browser  # noqa: F401
 from agent17.claims import DirectTaskClaimService, ToolContext, WorkStealingRuntime
 from agent17.domain import (

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -23,11 +23,20 @@ DEADLINE_SECONDS = 60.0
 class Teammate:
     """One `agent17 teammate` process and the lines it prints."""
 
-    def __init__(self, workspace: Path, name: str, *options: str) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        name: str,
+        *options: str,
+        command: Sequence[str] = (sys.executable, "-m", "agent17"),
+        env: Mapping[str, str] | None = None,
+        preexec_fn: Callable[[], object] | None = None,
+    ) -> None:
         self.name = name
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "agent17", "teammate", "--name", name,
-             "--workspace", str(workspace), *options],
+            [*command, "teammate", "--name", name, "--workspace", str(workspace), *options],
+            env=env,
+            preexec_fn=preexec_fn,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -6,12 +6,14 @@ import ctypes
 import multiprocessing
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from team_processes import Teammate
 
 from agent17.agent.models import ScriptedModel
 from agent17.agent.openai_model import validate_openai_environment
@@ -22,6 +24,7 @@ from agent17.teammate_process import TeammateConfig
 from agent17.tools.workspace_tools import workspace_tool_definitions
 
 SECRET = "sk-test-0123456789-very-secret"
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
 
 
 def _run_shell_as_nobody(workspace: Path, results: Any) -> None:
@@ -38,7 +41,7 @@ def _run_shell_as_nobody(workspace: Path, results: Any) -> None:
         results.put({"child_failed": repr(error)})
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+@linux_only
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the tool as another user")
 def test_a_shell_command_cannot_read_the_teammates_environment_through_proc(
     monkeypatch: pytest.MonkeyPatch,
@@ -67,6 +70,84 @@ def _shell_result_as_nobody(workspace: Path) -> dict[str, Any]:
     child.join(timeout=60)
     assert child.exitcode == 0 and "child_failed" not in result, result
     return dict(result)
+
+
+def test_a_name_that_says_token_key_secret_or_password_never_reaches_a_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LC_* is allowed for the locale, and `ssh` sends any LC_* variable along: a
+    # name under an allowed prefix still never passes when it says what it holds.
+    secrets = ("LC_GITHUB_TOKEN", "LC_API_KEY", "LC_Db_Password", "LC_AWS_SECRET", "TZ_SECRET")
+    for name in secrets:
+        monkeypatch.setenv(name, f"{SECRET}-{name}")
+    monkeypatch.setenv("LC_TIME", "C.UTF-8")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    shell = workspace_tool_definitions(tmp_path)[0]
+    result = shell.run({"command": "env"}, ToolContext("alice"))
+    assert result["exit_code"] == 0, result
+    names = {line.split("=", 1)[0] for line in result["stdout"].splitlines()}
+    assert {"LC_TIME", "LANG", "PATH", "HOME"} <= names  # the allowed names still pass
+    assert names.isdisjoint(secrets), names
+    assert SECRET not in result["stdout"]
+
+
+_PR_CAPBSET_DROP = 24
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def _without_privileges() -> None:
+    # In a child before its exec, as root: with an empty bounding set the program it
+    # runs has no capability. Teammates and command alike: root is then one more user
+    # whose processes read each other's /proc/<pid>/environ only while it is dumpable.
+    assert _LIBC is not None
+    for capability in range(64):
+        _LIBC.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0)  # EINVAL past the last one
+
+
+@linux_only
+@pytest.mark.processes
+def test_an_idle_teammate_process_hides_its_secrets_from_a_command_beside_it(
+    tmp_path: Path,
+) -> None:
+    # Two teammates on one board, started both ways a user starts one (the console
+    # script and `python -m agent17`), idle; a command of the same user reads their
+    # /proc/<pid>/environ, as a command a sibling teammate runs would.
+    secrets = {"OPENAI_API_KEY": SECRET, "PGPASSWORD": f"pg-{SECRET}"}
+    environ = {**os.environ, **secrets}
+    unprivileged = _without_privileges if os.geteuid() == 0 else None
+    console_script = Path(sys.executable).with_name("agent17")
+    assert console_script.is_file(), "the package is not installed in this Python's folder"
+    launchers = {"alice": [sys.executable, "-m", "agent17"], "bob": [str(console_script)]}
+    idle = ("--poll-interval", "60", "--max-idle-polls", "100")
+    crew = [
+        Teammate(tmp_path, name, *idle, command=launcher, env=environ, preexec_fn=unprivileged)
+        for name, launcher in launchers.items()
+    ]
+    # The same command reads a process that does not hide its environment in full.
+    plain = subprocess.Popen(["sleep", "120"], env=environ, preexec_fn=unprivileged)
+    try:
+        for teammate in crew:
+            teammate.wait_for_line("joined the team")
+
+        def command_reads(pid: int) -> subprocess.CompletedProcess[bytes]:
+            return subprocess.run(
+                ["cat", f"/proc/{pid}/environ"],
+                capture_output=True,
+                preexec_fn=unprivileged,
+                timeout=60,
+            )
+
+        assert SECRET.encode() in command_reads(plain.pid).stdout
+        for teammate in crew:
+            read = command_reads(teammate.process.pid)
+            assert not any(value.encode() in read.stdout for value in secrets.values()), (
+                f"{teammate.name}'s secrets were read"
+            )
+            assert b"Permission denied" in read.stderr, read  # the command ran, and was refused
+    finally:
+        for process in [plain, *(teammate.process for teammate in crew)]:
+            process.kill()
+            process.wait(30)
 
 
 def test_a_url_urllib_cannot_split_reaches_a_child_without_its_password() -> None:

@@ -9,7 +9,9 @@ model must change tasks through the task tools, never by editing the database.
 `shell` cannot be confined like this, which is why it is effectful and, by
 default, needs approval; what it can be denied is the teammate's environment:
 a command sees only `tool_environment`, never the keys and passwords the
-teammate itself was started with.
+teammate itself was started with, and the process is made non-dumpable before
+it runs one (`agent17.own_secrets`), so the command cannot read them in
+/proc either.
 
 `read_file` reads regular files only (a FIFO would block the run forever, a
 device could be endless) and at most `MAX_READ_BYTES` of one: a larger file is
@@ -19,11 +21,9 @@ name too long, a permission) is a refusal with a code, never a crash of the run.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import stat
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any, Final
@@ -32,6 +32,7 @@ from pydantic import Field
 
 from agent17.claims import ToolContext
 from agent17.inputs import RequiredText, StrictInput, Text
+from agent17.own_secrets import hide_own_environment
 from agent17.tools.base import AnyTool, ToolDefinition, ToolError, WorkspaceCode
 from agent17.tools.confined import ConfinedRoot, file_system_refusal, shown
 
@@ -66,35 +67,20 @@ class WriteFileInput(StrictInput):
 # token) is the teammate's, and one `env` would show it to the model.
 INHERITED_VARIABLES: Final = ("PATH", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR")
 INHERITED_PREFIXES: Final = ("LC_",)
+SECRET_WORDS: Final = ("TOKEN", "KEY", "SECRET", "PASS", "CREDENTIAL")
+"""A name with one of these in it, in any case, never passes: `ssh` sends any LC_* along."""
+
+
+def _inherited(name: str) -> bool:
+    allowed = name in INHERITED_VARIABLES or name.startswith(INHERITED_PREFIXES)
+    return allowed and not any(word in name.upper() for word in SECRET_WORDS)
 
 
 def tool_environment(workspace: Path, environ: Mapping[str, str]) -> dict[str, str]:
     """The environment of a tool's command: `environ`'s allowed names, HOME the workspace."""
-    kept = {
-        name: value
-        for name, value in environ.items()
-        if name in INHERITED_VARIABLES or name.startswith(INHERITED_PREFIXES)
-    }
+    kept = {name: value for name, value in environ.items() if _inherited(name)}
     # HOME too would lead to the teammate's own dot files (~/.pgpass, ~/.netrc, ~/.config).
     return {**kept, "HOME": str(workspace)}
-
-
-_PR_SET_DUMPABLE: Final = 4
-
-
-def hide_own_environment() -> bool:
-    """Make this process's /proc files unreadable to its own user's other processes (Linux).
-
-    A command's environment is clean, but it runs as the teammate's user, and that
-    user may read `/proc/<teammate pid>/environ` (the key and the password in full)
-    unless the process is not "dumpable". Cleared before every command (one system
-    call); the cost is that a debugger of the same user cannot attach either.
-    Returns whether it could (True on Linux).
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return bool(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) == 0)
 
 
 def _read_text(file: IO[bytes], limit: int) -> str:
