@@ -40,6 +40,7 @@ import hashlib
 import json
 import re
 import sys
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,6 +230,23 @@ def _trust(paths: list[Path]) -> None:
         sign(read(str(path), as_version=4))
 
 
+def _replace(target: Path, data: bytes) -> None:
+    """Put `data` at `target` whole, through a temporary file no other build shares.
+
+    Two builds at once (two ./scripts/lab.sh) each write their own file and replace
+    the target with it; both write the same content, and a reader (a build, the
+    manifest's) sees the old file or a whole new one.
+    """
+    temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex}.writing")
+    try:
+        with temporary.open("xb") as file:
+            file.write(data)
+        temporary.replace(target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
 def build(
     course: Path = COURSE,
     *,
@@ -265,15 +283,11 @@ def build(
         else:
             report.written.append(name)
         target.parent.mkdir(parents=True, exist_ok=True)
-        temporary = target.with_name(f".{target.name}.writing")
-        temporary.write_bytes(data)
-        temporary.replace(target)
+        _replace(target, data)
         manifest[name] = new_hash
         if name.endswith(".ipynb"):
             to_trust.append(target)
-    manifest_path.write_text(
-        json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8"
-    )
+    _replace(manifest_path, (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode())
     if trust:
         _trust(to_trust)
     return report

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
+import multiprocessing
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -163,6 +165,56 @@ def test_without_its_record_every_differing_file_counts_as_the_students(tmp_path
     report = edition.build(course, source=source, assets=assets, trust=False)
     assert report.kept == ["notebooks/glossary.md"]
     assert (course / "notebooks" / "glossary.md").read_text() == "# My glossary\n"
+
+
+def _build_behind(barrier: Any, course: Path, source: Path, assets: Path, results: Any) -> None:
+    # A child process: both builds leave the barrier together, as two ./scripts/lab.sh.
+    barrier.wait()
+    try:
+        report = edition.build(course, source=source, assets=assets, trust=False)
+        results.put(report.kept)
+    except BaseException as error:
+        results.put(f"failed: {error!r}")
+
+
+ROUNDS = 12
+
+
+def test_two_builds_at_once_both_succeed_and_leave_one_consistent_course(tmp_path: Path) -> None:
+    source, assets = _course_source(tmp_path)
+    for n in range(40):  # many notebooks: many chances for the two builds to meet
+        (source / f"{n + 10:02d}_n.ipynb").write_text(json.dumps(_notebook(md(f"#{n}"))))
+    reference = tmp_path / "reference"
+    edition.build(reference, source=source, assets=assets, trust=False)
+    expected = {p.relative_to(reference) for p in reference.rglob("*") if p.is_file()}
+    context = multiprocessing.get_context("fork")
+    for round_ in range(ROUNDS):
+        course = tmp_path / f"course-{round_}"
+        # The student's own notebook, there before any build: no build may replace it.
+        mine = course / "notebooks" / "01_a.ipynb"
+        mine.parent.mkdir(parents=True)
+        mine.write_text('{"mine": true}')
+        barrier, results = context.Barrier(2), context.Queue()
+        builds = [
+            context.Process(target=_build_behind, args=(barrier, course, source, assets, results))
+            for _ in range(2)
+        ]
+        for build in builds:
+            build.start()
+        outcomes = [results.get(timeout=120) for _ in builds]
+        for build in builds:
+            build.join(60)
+        assert outcomes == [["notebooks/01_a.ipynb"]] * 2, f"round {round_}: {outcomes}"
+        files = {p.relative_to(course) for p in course.rglob("*") if p.is_file()}
+        assert files == expected, f"round {round_}: {files ^ expected}"  # no temporary left
+        assert mine.read_text() == '{"mine": true}'
+        for name in expected - {Path(".student_edition.json"), Path("notebooks/01_a.ipynb")}:
+            assert (course / name).read_bytes() == (reference / name).read_bytes(), name
+        manifest = json.loads((course / ".student_edition.json").read_text())
+        assert manifest == {
+            str(name): hashlib.sha256((course / name).read_bytes()).hexdigest()
+            for name in expected - {Path(".student_edition.json"), Path("notebooks/01_a.ipynb")}
+        }
 
 
 def test_a_broken_notebook_is_a_coded_error(tmp_path: Path) -> None:
