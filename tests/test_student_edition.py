@@ -6,6 +6,8 @@ import hashlib
 import importlib.util
 import json
 import multiprocessing
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -215,6 +217,35 @@ def test_two_builds_at_once_both_succeed_and_leave_one_consistent_course(tmp_pat
             str(name): hashlib.sha256((course / name).read_bytes()).hexdigest()
             for name in expected - {Path(".student_edition.json"), Path("notebooks/01_a.ipynb")}
         }
+
+
+@pytest.mark.parametrize("kind", ["folder", "symlink"])
+def test_git_ignores_the_built_editions_whether_folders_or_symlinks(
+    tmp_path: Path, kind: str
+) -> None:
+    # A fresh repository with this .gitignore: course/ and site/ as built, or as links
+    # to folders elsewhere (a course kept on another disk).
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("no git")
+    clone = tmp_path / "clone"
+    subprocess.run([git, "init", "-q", str(clone)], check=True)
+    shutil.copy(ROOT / ".gitignore", clone / ".gitignore")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "notebooks").mkdir(parents=True)
+    (elsewhere / "notebooks" / "01_a.ipynb").write_text("{}")
+    for name in ("course", "site", ".site-cache"):
+        if kind == "symlink":
+            (clone / name).symlink_to(elsewhere, target_is_directory=True)
+        else:
+            shutil.copytree(elsewhere, clone / name)
+    status = subprocess.run(
+        [git, "-C", str(clone), "status", "--porcelain", "--untracked-files=all"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert status.stdout.splitlines() == ["?? .gitignore"]
 
 
 def test_a_broken_notebook_is_a_coded_error(tmp_path: Path) -> None:
