@@ -27,6 +27,7 @@ from agent17.domain import (
     TaskStatus,
 )
 from agent17.store.sqlite import SqliteTaskStore
+from agent17.store.whole_import import import_whole
 from agent17.team.mailbox import Envelope, Mailbox, MailboxError
 from agent17.tools.base import ToolDefinition, ToolRegistry
 from agent17.tools.task_tools import (
@@ -43,15 +44,12 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     # The PostgreSQL classes are imported on first use, so `import agent17` never loads
-    # them (their driver is only imported when one is constructed).
+    # them (their driver is only imported when one is constructed), and whole: a Ctrl-C
+    # during that first import must not leave their modules half made.
     if name == "PostgresTaskStore":
-        from agent17.store.postgres import PostgresTaskStore
-
-        return PostgresTaskStore
+        return import_whole("agent17.store.postgres").PostgresTaskStore
     if name == "PostgresMailbox":
-        from agent17.team.pg_mailbox import PostgresMailbox
-
-        return PostgresMailbox
+        return import_whole("agent17.team.pg_mailbox").PostgresMailbox
     raise AttributeError(f"module 'agent17' has no attribute {name!r}")
 
 

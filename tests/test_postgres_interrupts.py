@@ -9,17 +9,21 @@ progress", or was read as a foreign version table, and hid the interrupt.)
 
 A child process opens a board again and again while a SIGINT lands at moments
 that sweep the whole open; the CLI is stopped while it provably waits inside
-the check, on a lock the test holds.
+the check, on a lock the test holds. And a process's first open, which imports
+the PostgreSQL modules and psycopg, is interrupted at moments that sweep those
+imports: the next open in the same process must work.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pg_cluster
@@ -27,7 +31,7 @@ import pg_interrupt_workers
 import pytest
 from store_backends import PostgresBoard
 
-from agent17 import PostgresTaskStore
+from agent17 import PostgresMailbox, PostgresTaskStore
 from agent17.store.pg_schema import SCHEMA_CHANGE_LOCK
 
 WAIT_SECONDS = 120.0
@@ -38,6 +42,7 @@ spawn = multiprocessing.get_context("spawn")
 def board() -> Iterator[PostgresBoard]:
     made = PostgresBoard(pg_cluster.server())
     PostgresTaskStore(made.dsn).close()  # a board to check, not one to make
+    PostgresMailbox(made.dsn).close()
     yield made
     made.close_all()
 
@@ -142,3 +147,35 @@ def test_ctrl_c_while_the_board_cli_waits_inside_the_schema_check_exits_130_leav
         poll(watcher, LEFT_SQL, lambda rows: rows == [(0, 0)])
         holder.execute("SELECT pg_advisory_unlock_all()")
         holder.execute("ROLLBACK")
+
+
+# -- Ctrl-C during a process's first open, which imports the driver ---------------------------
+
+FIRST_OPEN_MOMENTS = 24
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("name", ["PostgresTaskStore", "PostgresMailbox"])
+def test_ctrl_c_during_the_first_open_of_a_process_leaves_the_next_open_working(
+    board: PostgresBoard, name: str
+) -> None:
+    worker = Path(__file__).with_name("pg_first_import_worker.py")
+    done = subprocess.run(
+        [sys.executable, str(worker), board.dsn, name, str(FIRST_OPEN_MOMENTS)],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_SECONDS * 3,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    trials = json.loads(done.stdout)
+    assert len(trials) == FIRST_OPEN_MOMENTS
+    # Every interrupt was raised inside the first open and reached its caller ...
+    missed = [
+        trial for trial in trials if (trial["raised"], trial["first"]) != (True, "interrupted")
+    ]
+    assert missed == []
+    # ... and left nothing half imported: the same process opens the board again.
+    broken = [f"at event {t['moment']}: {t['second']}" for t in trials if t["second"] != "opened"]
+    assert broken == []

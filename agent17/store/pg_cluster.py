@@ -28,6 +28,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from agent17.store.pg_connection import import_driver
+
 if TYPE_CHECKING:
     import psycopg
 
@@ -104,9 +106,9 @@ class ThrowawayCluster:
     @contextlib.contextmanager
     def admin(self, dbname: str = "postgres") -> Iterator[psycopg.Connection[tuple[object, ...]]]:
         """An autocommit superuser connection."""
-        import psycopg
-
-        connection = psycopg.connect(self.dsn(dbname), autocommit=True)
+        driver = import_driver()  # often a process's first import of the driver
+        connection: psycopg.Connection[tuple[object, ...]]
+        connection = driver.connect(self.dsn(dbname), autocommit=True)
         try:
             yield connection
         finally:

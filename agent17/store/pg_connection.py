@@ -58,6 +58,7 @@ from agent17.store.pg_transaction import (
     PgTransaction,
     Row,
 )
+from agent17.store.whole_import import import_whole
 
 if TYPE_CHECKING:
     import psycopg
@@ -144,14 +145,17 @@ T = TypeVar("T")
 
 
 def import_driver() -> ModuleType:
-    """psycopg, or an ImportError that says which extra to install."""
+    """psycopg, or an ImportError that says which extra to install.
+
+    Imported whole (whole_import.py): a Ctrl-C during the first import must not
+    leave a half-made driver that fails every later open of the process.
+    """
     try:
-        import psycopg
+        return import_whole("psycopg")
     except ImportError as error:
         raise ImportError(
             f"the PostgreSQL store needs the psycopg driver: {INSTALL_HINT}"
         ) from error
-    return psycopg
 
 
 class PgDatabase:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent17.domain import Clock, IdFactory
+from agent17.store.whole_import import import_whole
 from agent17.team.sqlite_state import SqliteTeam
 from agent17.team.state import (
     BoardOptions,
@@ -38,6 +39,8 @@ def team_engine(location: StoreLocation) -> TeamEngine:
     """The engine that holds a team at `location`: the only place the engine is chosen."""
     if location.url is None:
         return SqliteTeam()
+    # Imported on first use, and whole: a Ctrl-C during it must not break the next open.
+    import_whole("agent17.team.pg_state")
     from agent17.team.pg_state import PostgresTeam
 
     return PostgresTeam(location)
