@@ -5,14 +5,16 @@ like OpenAI's (tool_calls with JSON-string arguments, finish_reason), and keeps
 every request body it received so tests can check what the SDK really sent.
 A scripted answer can also be a failure: any status code with OpenAI's error
 body (and headers such as Retry-After), or a connection the server closes
-without answering.
+without answering. And a body can be sent piece by piece: one far too large to
+hold (made as it is sent), or one that trickles, a byte at a time.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +33,9 @@ class ScriptedResponse:
     """Close the socket without sending anything (the SDK sees a dropped connection)."""
     raw: bytes | None = None
     """Sent as it is instead of `body` (a body that is not JSON at all)."""
+    pieces: Callable[[], Iterable[bytes]] | None = None
+    """Sent one after another instead of `body`, `length` bytes in all."""
+    length: int = 0
 
 
 def dropped_connection() -> ScriptedResponse:
@@ -79,6 +84,38 @@ def tool_call_completion(
     return _completion(message, "tool_calls", model)
 
 
+def long_text_completion(characters: int, letter: str = "x") -> ScriptedResponse:
+    """A text completion whose answer is `characters` ASCII letters, made as it is sent."""
+    body = json.dumps(_completion_body({"role": "assistant", "content": "\0"}, "stop"))
+    opening, closing = (part.encode() for part in body.split("\\u0000"))
+    piece = letter.encode() * 65_536
+
+    def pieces() -> Iterator[bytes]:
+        yield opening
+        whole, rest = divmod(characters, len(piece))
+        for _ in range(whole):
+            yield piece
+        yield piece[:rest]
+        yield closing
+
+    return ScriptedResponse(
+        200, None, pieces=pieces, length=len(opening) + characters + len(closing)
+    )
+
+
+def trickled(response: ScriptedResponse, every: float) -> ScriptedResponse:
+    """`response` with its headers at once, then its body one byte every `every` seconds."""
+    payload = json.dumps(response.body).encode()
+
+    def pieces() -> Iterator[bytes]:
+        for index in range(len(payload)):
+            if index:
+                time.sleep(every)  # the server's pace, not an order of events
+            yield payload[index : index + 1]
+
+    return ScriptedResponse(response.status, None, pieces=pieces, length=len(payload))
+
+
 def error_response(
     status: int, message: str, *, code: str | None = None, retry_after: str | None = None
 ) -> ScriptedResponse:
@@ -91,25 +128,29 @@ def error_response(
 
 
 def _completion(message: dict[str, Any], finish_reason: str, model: str) -> ScriptedResponse:
-    return ScriptedResponse(
-        200,
-        {
-            "id": "chatcmpl-test",
-            "object": "chat.completion",
-            "created": 1767225600,
-            "model": model,
-            "choices": [
-                {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        },
-    )
+    return ScriptedResponse(200, _completion_body(message, finish_reason, model))
+
+
+def _completion_body(
+    message: dict[str, Any], finish_reason: str, model: str = "test-model"
+) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1767225600,
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
 
 
 class ChatServer:
     """The running server: `url` for the SDK, `respond_with()` to queue, `requests` to inspect.
 
-    `requests` holds each JSON body received and `headers` its headers (lower-case names).
+    `requests` holds each JSON body received and `headers` its headers (lower-case names);
+    `sent` how much of each answer's body went out.
     """
 
     def __init__(
@@ -121,6 +162,8 @@ class ChatServer:
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []
+        self.sent: list[tuple[int, int]] = []
+        """Per answer, the body's bytes sent before the client left (or all), and its length."""
         self._queue: list[ScriptedResponse] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
@@ -183,19 +226,30 @@ class ChatServer:
                 if response.drop:
                     self.close_connection = True  # the socket closes with nothing sent
                     return
-                payload = (
-                    response.raw if response.raw is not None else json.dumps(response.body).encode()
-                )
+                if response.pieces is not None:
+                    pieces, length = response.pieces(), response.length
+                else:
+                    payload = (
+                        response.raw
+                        if response.raw is not None
+                        else json.dumps(response.body).encode()
+                    )
+                    pieces, length = (payload,), len(payload)
+                sent = 0
                 try:
                     self.send_response(response.status)
                     self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
+                    self.send_header("Content-Length", str(length))
                     for name, value in response.headers:
                         self.send_header(name, value)
                     self.end_headers()
-                    self.wfile.write(payload)
+                    for piece in pieces:
+                        self.wfile.write(piece)
+                        sent += len(piece)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client timed out and left: what a timeout test wants
+                with server._lock:
+                    server.sent.append((sent, length))
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # keep pytest output clean

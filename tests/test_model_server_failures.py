@@ -6,7 +6,8 @@ the real `openai` SDK inside the process. A refusal (401) stops at once; a
 server that keeps failing is asked a bounded number of times; both end in one
 line that never shows the API key, and leave the task the worker held in
 progress under its lease, neither completed nor given back. A server that
-recovers within the retries lets the work finish normally.
+recovers within the retries lets the work finish normally. An answer of any
+size reaches the teammate's log and the Lead's mailbox cut, saying so.
 
 The failing answers carry `Retry-After: 0`, as an overloaded server may send:
 the process honours it, so no test waits out a real backoff.
@@ -32,14 +33,17 @@ from chat_server import (
     dropped_connection,
     error_response,
     first,
+    long_text_completion,
     running_chat_server,
 )
 from team_processes import Teammate, teammates
 
-from agent17 import EventKind, SqliteTaskStore, TaskStatus
+from agent17 import EventKind, Mailbox, SqliteTaskStore, TaskStatus
 from agent17.agent.model_failures import DEFAULT_RETRIES
 from agent17.agent.models import ScriptedModel, minimal_scenario_lead_script, teammate_script
+from agent17.agent.reply_reader import ANSWER_LIMIT
 from agent17.bootstrap import LEAD_SYSTEM_PROMPT
+from agent17.team.protocol import TextMessage, decode_message
 
 pytestmark = pytest.mark.processes
 
@@ -200,6 +204,27 @@ def test_the_task_a_stopped_teammate_held_goes_to_another_when_its_lease_runs_ou
         (EventKind.CLAIMED, "bob"),
         (EventKind.COMPLETED, "bob"),
     ]
+
+
+def test_a_huge_answer_reaches_the_log_and_the_lead_cut_to_the_limit_saying_by_how_much(
+    board: SqliteTaskStore,
+    workspace: Path,
+    teammates: Callable[..., Teammate],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    characters = 5_000_000
+    with running_chat_server(always(long_text_completion(characters))) as server:
+        _the_model_is(server, monkeypatch)
+        alice = _openai_teammate(teammates, workspace)
+        assert alice.finish() == 0, alice.errors
+    kept = "x" * ANSWER_LIMIT + f" [... cut: {characters - ANSWER_LIMIT:,} more characters]"
+    (line,) = [line for line in alice.seen if "claimed A" in line]
+    assert line.endswith(f"-> {kept!r}")
+    assert len(line) < len(kept) + 200  # the time, the name, the task and its lease
+    with Mailbox(workspace) as mailbox:
+        (report,) = mailbox.messages("lead")
+    assert decode_message(report.kind, report.body) == TextMessage(content=kept)
+    assert len(server.requests) == 1
 
 
 # -- agent17 run ----------------------------------------------------------------------------

@@ -6,6 +6,8 @@ import builtins
 import json
 import socket
 import threading
+import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +20,11 @@ from chat_server import (
     always,
     dropped_connection,
     error_response,
+    long_text_completion,
     running_chat_server,
     text_completion,
     tool_call_completion,
+    trickled,
 )
 
 from agent17.agent.model_failures import (
@@ -38,6 +42,7 @@ from agent17.agent.openai_model import (
     object_schema,
     validate_openai_environment,
 )
+from agent17.agent.reply_reader import ANSWER_LIMIT, STRING_LIMIT
 from agent17.agent.runner import AgentRunner
 from agent17.claims import DirectTaskClaimService, ToolContext
 from agent17.inputs import StrictInput
@@ -387,6 +392,13 @@ def test_retries_cannot_be_negative() -> None:
         OpenAIModel("m", openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1"), retries=-1)
 
 
+@pytest.mark.parametrize("seconds", [0.0, -1.0, float("nan"), float("inf")])
+def test_the_timeout_is_a_number_of_seconds_more_than_0(seconds: float) -> None:
+    client = openai.OpenAI(api_key="k", base_url="http://127.0.0.1:9/v1")
+    with pytest.raises(ValueError, match="timeout_seconds"):
+        OpenAIModel("m", client, timeout_seconds=seconds)
+
+
 def test_a_server_down_for_good_is_asked_a_bounded_number_of_times() -> None:
     with running_chat_server(always(error_response(502, "bad gateway"))) as server:
         model = OpenAIModel.from_config(
@@ -437,3 +449,104 @@ def test_the_chat_server_stops_listening_after_the_fixture() -> None:
         host, port = running.url.split("//")[1].split("/")[0].split(":")
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection((host, int(port)), timeout=5).close()
+
+
+# --- a reply is bounded: in time, in size, and one bad call is that call's alone ------------
+
+
+def test_a_reply_that_trickles_after_its_headers_is_cut_off_at_the_deadline() -> None:
+    # Every read gets a byte within 0.02 s, so no read ever times out: only a deadline
+    # on the whole reply can end it. The whole body would take about 6 s.
+    slow = trickled(text_completion("too slow"), every=0.02)
+    with running_chat_server(always(slow)) as server:
+        config = OpenAIConfig("m", None, server.url)
+        model = OpenAIModel.from_config(
+            config, max_retries=1, timeout_seconds=1.0, sleep=lambda seconds: None
+        )
+        with pytest.raises(ModelError) as raised:
+            model.complete([{"role": "user", "content": "hi"}], ())
+        deadline = time.monotonic() + 30  # the server notices the hang-up at its next byte
+        while len(server.sent) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert raised.value.code == "model_unavailable"
+    assert "did not answer in time; gave up after 2 tries" in raised.value.message
+    assert len(server.requests) == 2
+    assert [sent < length for sent, length in server.sent] == [True, True], server.sent
+
+
+def test_a_huge_answer_is_cut_with_a_note_and_read_in_memory_that_does_not_grow_with_it(
+    server: ChatServer,
+) -> None:
+    characters = 50_000_000
+    server.respond_with(text_completion("warm"), long_text_completion(characters))
+    model = sdk_model(server)
+    model.complete([{"role": "user", "content": "hi"}], ())  # the SDK's first-call imports
+    tracemalloc.start()
+    try:
+        reply = model.complete([{"role": "user", "content": "hi"}], ())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (
+        reply.text
+        == "x" * ANSWER_LIMIT + f" [... cut: {characters - ANSWER_LIMIT:,} more characters]"
+    )
+    # What is kept of one string (ASCII: a byte a character), a few times over: the
+    # pieces, their join, the parse. Read whole, the reply alone was 50 MB.
+    assert peak < 5 * STRING_LIMIT, f"{peak:,} bytes at the peak"
+
+
+def test_arguments_the_json_parser_cannot_read_are_that_calls_invalid_arguments_alone(
+    server: ChatServer,
+) -> None:
+    ran: list[str] = []
+    server.respond_with(
+        tool_call_completion(
+            [
+                ("call_long", "echo", '{"text": ' + "9" * 5_000 + "}"),  # past int()'s 4,300 digits
+                ("call_deep", "echo", '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+                ("call_fine", "echo", '{"text": "still here"}'),
+            ]
+        ),
+        text_completion("done"),
+    )
+    runner = AgentRunner("alice", sdk_model(server), echo_registry(ran), system_prompt="S")
+
+    result = runner.run("go")
+
+    assert ran == ["still here"]
+    assert [(call.call_id, call.outcome) for call in result.tool_calls] == [
+        ("call_long", "invalid_arguments"),
+        ("call_deep", "invalid_arguments"),
+        ("call_fine", "ok"),
+    ]
+    answers = {
+        message["tool_call_id"]: json.loads(message["content"])
+        for message in server.requests[1]["messages"]
+        if message["role"] == "tool"
+    }
+    assert "5000 digits" in answers["call_long"]["error"]["message"]
+    assert "nested too deeply" in answers["call_deep"]["error"]["message"]
+    assert answers["call_fine"] == {"by": "alice", "echo": "still here"}
+    assert result.final_text == "done"
+
+
+@pytest.mark.parametrize("as_object", [False, True], ids=["a JSON string", "an object"])
+def test_arguments_cut_for_length_are_refused_saying_so(
+    server: ChatServer, as_object: bool
+) -> None:
+    ran: list[str] = []
+    text = "y" * (STRING_LIMIT + 1)
+    call: dict[str, Any] = {"id": "call_a", "type": "function", "function": {"name": "echo"}}
+    call["function"]["arguments"] = {"text": text} if as_object else json.dumps({"text": text})
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    server.respond_with(_completion_body(message), text_completion("ok"))
+    runner = AgentRunner("alice", sdk_model(server), echo_registry(ran), system_prompt="S")
+
+    result = runner.run("go")
+
+    assert ran == []
+    assert result.tool_calls[0].outcome == "invalid_arguments"
+    answer = json.loads(server.requests[1]["messages"][-1]["content"])
+    assert f"{STRING_LIMIT:,} characters" in answer["error"]["message"]
+    assert "cut" in answer["error"]["message"]

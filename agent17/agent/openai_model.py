@@ -2,19 +2,31 @@
 
 Any OpenAI-compatible server works: set OPENAI_BASE_URL (a local server needs
 no key). The model's arguments are never trusted: a string that is not a JSON
-object becomes an `invalid_arguments` tool result, and the tool's own strict
-input model validates everything else. A server that fails is retried or
-refused as model_failures.py decides: every failure ends as a ModelError.
+object, or that the JSON parser cannot read (a number of thousands of digits,
+nesting thousands deep), becomes an `invalid_arguments` tool result for that
+call alone, and the tool's own strict input model validates everything else.
+A server that fails is retried or refused as model_failures.py decides: every
+failure ends as a ModelError.
+
+A reply is bounded. Each try has `timeout_seconds` (120 s unless told) from the
+request to the reply's last byte: a server that sends its headers and then
+trickles the body is cut off at that deadline, a timeout like any other
+(retried, then `model_unavailable`). Its body is read a chunk at a time by
+reply_reader.py, every long text in it cut, and the answer is cut to
+ANSWER_LIMIT characters: what a teammate keeps, logs and reports to the Lead,
+whatever the server sends.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
+import httpx2
 import openai
 from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 
@@ -28,10 +40,19 @@ from agent17.agent.model_failures import (
     pause_before_retry,
 )
 from agent17.agent.models import Message, ModelReply, ToolCall
+from agent17.agent.reply_reader import (
+    STRING_LIMIT,
+    ReplyReader,
+    ReplyTooLarge,
+    cut_text,
+    was_cut,
+)
 from agent17.tools.base import AnyTool
 
 DEFAULT_MODEL = "gpt-4.1-mini"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_TIMEOUT_SECONDS = 120.0
+"""How long one try may take, from the request to the reply's last byte."""
 T = TypeVar("T")
 
 # The SDK insists on some key; local OpenAI-compatible servers ignore it.
@@ -99,10 +120,16 @@ def parse_tool_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
     """
     if not raw.strip():
         return {}, None
+    if was_cut(raw):
+        return {}, f"arguments of over {STRING_LIMIT:,} characters were cut, so none were used"
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as error:
         return {}, f"arguments are not valid JSON: {error.msg} at position {error.pos}"
+    except ValueError as error:  # an integer past Python's limit of digits
+        return {}, f"arguments cannot be read: {str(error).split(';')[0]}"
+    except RecursionError:
+        return {}, "arguments are nested too deeply to be read"
     if not isinstance(value, dict):
         return {}, f"arguments must be a JSON object, not {type(value).__name__}"
     return value, None
@@ -115,6 +142,8 @@ class OpenAIModel:
     `pause_before_retry` gives, each waited out with `sleep` (tests inject one that
     does not wait). The client's own retries are better off at 0 (`from_config`
     does so): they would multiply with these and wait in a sleep nobody can inject.
+    Each try has `timeout_seconds` for the whole reply, and each read of it at
+    most as long, whatever timeout the client was built with.
     """
 
     def __init__(
@@ -124,13 +153,17 @@ class OpenAIModel:
         *,
         retries: int = DEFAULT_RETRIES,
         sleep: Callable[[float], None] = time.sleep,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         if retries < 0:
             raise ValueError("retries must be 0 or more")
+        if not (math.isfinite(timeout_seconds) and timeout_seconds > 0):
+            raise ValueError("timeout_seconds must be a number of seconds more than 0")
         self.model = model
         self.client = client if client is not None else openai.OpenAI(max_retries=0)
         self.retries = retries
         self.sleep = sleep
+        self.timeout_seconds = timeout_seconds
 
     @classmethod
     def from_environment(
@@ -138,7 +171,7 @@ class OpenAIModel:
         environ: Mapping[str, str],
         *,
         max_retries: int = DEFAULT_RETRIES,
-        timeout_seconds: float = 120.0,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
     ) -> OpenAIModel:
         """Build the model from OPENAI_API_KEY, OPENAI_BASE_URL and AGENT17_MODEL."""
@@ -155,10 +188,13 @@ class OpenAIModel:
         config: OpenAIConfig,
         *,
         max_retries: int = DEFAULT_RETRIES,
-        timeout_seconds: float = 120.0,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
     ) -> OpenAIModel:
-        """Build the model from an already validated configuration (`max_retries`: ours)."""
+        """Build the model from an already validated configuration (`max_retries`: ours).
+
+        `timeout_seconds`: the deadline of one try, from the request to the reply's last byte.
+        """
         client = openai.OpenAI(
             api_key=config.api_key or PLACEHOLDER_API_KEY,
             # Explicit, so the mapping given to from_environment is the only source of truth.
@@ -166,7 +202,9 @@ class OpenAIModel:
             max_retries=0,
             timeout=timeout_seconds,
         )
-        return cls(config.model, client, retries=max_retries, sleep=sleep)
+        return cls(
+            config.model, client, retries=max_retries, sleep=sleep, timeout_seconds=timeout_seconds
+        )
 
     @property
     def server(self) -> str:
@@ -186,25 +224,20 @@ class OpenAIModel:
         try:
             return completion_reply(json.loads(text))
         except (ValueError, RecursionError) as problem:  # JSONDecodeError is a ValueError
-            # Cut short: the problem may quote a (huge) name the server made up.
-            said = str(problem)[:200]
-            raise ModelError(
-                ModelCode.MODEL_BAD_RESPONSE,
-                f"the model server at {self.server} sent no usable chat completion: {said}",
-            ) from None
+            raise self._bad_response(problem) from None
+
+    def _bad_response(self, problem: Exception) -> ModelError:
+        said = str(problem)[:200]  # cut short: it may quote a (huge) name the server made up
+        return ModelError(
+            ModelCode.MODEL_BAD_RESPONSE,
+            f"the model server at {self.server} sent no usable chat completion: {said}",
+        )
 
     def _create(self, messages: list[Message], tool_params: list[ChatCompletionToolParam]) -> str:
         retry = 0
         while True:
             try:
-                # The raw body: a compatible server's answer is read by our own checks
-                # below, not trusted to the shape the SDK's types assume.
-                raw = self.client.chat.completions.with_raw_response.create(
-                    model=self.model,
-                    messages=cast(Iterable[ChatCompletionMessageParam], messages),
-                    tools=tool_params if tool_params else openai.omit,
-                )
-                return raw.text
+                return self._exchange(messages, tool_params)
             except openai.APIError as error:
                 # `from None`: the SDK's own text may quote the key; ours never does.
                 failure = model_error(error, server=self.server, api_key=self.client.api_key)
@@ -214,6 +247,36 @@ class OpenAIModel:
                     raise gave_up(failure, retry + 1) from None
                 self.sleep(pause_before_retry(retry, error))
                 retry += 1
+
+    def _exchange(self, messages: list[Message], tool_params: list[ChatCompletionToolParam]) -> str:
+        """One request; the reply's JSON text as ReplyReader keeps it, within the deadline."""
+        deadline = time.monotonic() + self.timeout_seconds
+        # The body as it streams in: a compatible server's answer is read by our own
+        # bounded reader and checks, not trusted to the shape the SDK's types assume.
+        with self.client.chat.completions.with_streaming_response.create(
+            model=self.model,
+            messages=cast(Iterable[ChatCompletionMessageParam], messages),
+            tools=tool_params if tool_params else openai.omit,
+            timeout=self.timeout_seconds,
+            # A compressed body is inflated a whole network read at a time, whatever
+            # its size: uncompressed, each chunk is at most one read.
+            extra_headers={"Accept-Encoding": "identity"},
+        ) as response:
+            request = response.http_response.request
+            reader = ReplyReader()
+            try:
+                for chunk in response.iter_bytes():
+                    # Per read, the client's timeout never ends a reply that trickles.
+                    if time.monotonic() > deadline:
+                        raise openai.APITimeoutError(request=request)
+                    reader.feed(chunk)
+            except httpx2.TimeoutException:
+                raise openai.APITimeoutError(request=request) from None
+            except httpx2.TransportError:  # the connection dropped halfway through the body
+                raise openai.APIConnectionError(request=request) from None
+            except ReplyTooLarge as problem:
+                raise self._bad_response(problem) from None
+            return reader.text()
 
 
 def completion_reply(completion: object) -> ModelReply:
@@ -232,7 +295,7 @@ def completion_reply(completion: object) -> ModelReply:
     if content is not None and not isinstance(content, str):
         raise ValueError(f"the message content is {type(content).__name__}, not text")
     calls = [_tool_call(item) for item in _field(message, "tool_calls", list, "the message", [])]
-    return ModelReply(content, tuple(calls))
+    return ModelReply(None if content is None else cut_text(content), tuple(calls))
 
 
 def _tool_call(item: object) -> ToolCall:
@@ -247,7 +310,11 @@ def _tool_call(item: object) -> ToolCall:
     name = _field(function, "name", str, "a function call")
     raw = function.get("arguments", "")
     if isinstance(raw, dict):  # some compatible servers send the object itself
-        return ToolCall(call_id, name, raw, json.dumps(raw))
+        dumped = json.dumps(raw)
+        if was_cut(dumped):
+            cut = f"a text in the arguments was over {STRING_LIMIT:,} characters and was cut"
+            return ToolCall(call_id, name, {}, dumped, cut)
+        return ToolCall(call_id, name, raw, dumped)
     if not isinstance(raw, str):
         kind_error = f"arguments must be a JSON string, not {type(raw).__name__}"
         return ToolCall(call_id, name, {}, "", kind_error)
