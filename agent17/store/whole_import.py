@@ -11,8 +11,8 @@ attribute 'conninfo'", or an ImportError although the driver is installed),
 and only a new process, a new notebook kernel, recovers.
 
 So these imports hold SIGINT back while they run and raise it right after: the
-caller still gets its KeyboardInterrupt, a few hundred milliseconds late at
-most, and the next attempt finds every module whole.
+caller still gets its KeyboardInterrupt, late by the rest of the import (a
+fraction of a second for psycopg), and the next attempt finds every module whole.
 """
 
 from __future__ import annotations
