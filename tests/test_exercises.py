@@ -1,11 +1,12 @@
 """The exercises: every solution passes, every starter fails, and every classic wrong answer
-in the package's catalogue fails with its own feedback; hints do not give the answer away, and
-a solution is shown only after a passed check.
+in the package's catalogue fails with its own feedback, each with the same verdict run after
+run; hints do not give the answer away, and a solution is shown only after a passed check.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -15,8 +16,8 @@ import pytest
 
 import agent17.exercises as exercises
 from agent17 import Task
-from agent17.exercises import EXERCISES, check, show_solution
-from agent17.exercises._bounded import run_bounded
+from agent17.exercises import EXERCISES, check, show_solution, wrong_pure
+from agent17.exercises._bounded import run_check
 from agent17.exercises.wrong_answers import RIGHT_ANSWERS, WRONG_ANSWERS, WrongAnswer
 
 
@@ -29,11 +30,15 @@ def test_there_are_at_least_eight_exercises_in_course_order() -> None:
         assert exercise.name == name and exercise.title and len(exercise.hint) > 40
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("name", list(EXERCISES))
-def test_the_solution_passes_and_the_starter_fails_with_feedback(name: str) -> None:
+def test_the_solution_passes_and_the_starter_fails_the_same_way_five_times(name: str) -> None:
     exercise = EXERCISES[name]
-    assert check(name, exercise.solution).passed
-    failed = check(name, exercise.starter)
+    passes = {check(name, exercise.solution) for _ in range(5)}
+    assert len(passes) == 1 and passes.pop().passed
+    failures = {check(name, exercise.starter) for _ in range(5)}
+    assert len(failures) == 1, failures
+    failed = failures.pop()
     assert not failed.passed
     assert len(failed.feedback) > 30
 
@@ -62,7 +67,7 @@ def test_a_candidate_that_never_returns_fails_after_a_bounded_time() -> None:
             pass
 
     started = time.monotonic()
-    result = run_bounded(lambda: EXERCISES["ready_in_order"].checker(spins), timeout=2.0)
+    result = run_check(EXERCISES["ready_in_order"].checker, spins, timeout=2.0)
     assert not result.passed and "did not finish within 2 seconds" in result.feedback
     assert time.monotonic() - started < 10
 
@@ -94,6 +99,27 @@ def test_every_exercise_has_classic_wrong_answers_with_their_own_feedback() -> N
     for name, wrongs in WRONG_ANSWERS.items():
         assert len(wrongs) >= 3, name
         assert len({wrong.label for wrong in wrongs}) == len(wrongs), name
+    assert sum(map(len, WRONG_ANSWERS.values())) >= 60
+
+
+def test_the_catalogue_holds_the_wrong_answers_that_once_passed() -> None:
+    # Found by a teacher doing every exercise wrong (issue 25): each passed a list of cases.
+    once_passed = {
+        "ready_in_order": "the last dependency decides",
+        "next_pass": "the board before the plan gate",
+        "wait_or_wake": "sleeps in slices of 0.8 s",
+    }
+    for name, label in once_passed.items():
+        assert label in {wrong.label for wrong in WRONG_ANSWERS[name]}, (name, label)
+
+
+def test_each_wrong_answer_to_a_searched_exercise_says_its_mistake_in_one_line() -> None:
+    lines = inspect.getsource(wrong_pure).splitlines()
+    functions = [n for n, line in enumerate(lines) if re.match(r"def [a-z]", line)]
+    assert len(functions) >= 40
+    for number in functions:
+        assert lines[number - 1].startswith("# "), lines[number]
+        assert not lines[number - 2].startswith("#"), lines[number]  # one line, not two
 
 
 @pytest.mark.processes

@@ -1,6 +1,6 @@
 """The board exercises (notebooks 2 and 3): feedback that is the same on every run, because
-the notebooks commit the starter's failed check and nbval compares it, and wrong answers
-beyond the common ones in test_exercises.py, each named for what it gets wrong.
+the notebooks commit the starter's failed check and nbval compares it, and answers of the
+wrong kind, each told what it gets wrong.
 """
 
 from __future__ import annotations
@@ -21,28 +21,47 @@ def test_the_starters_feedback_is_the_same_on_every_run(name: str) -> None:
     assert not result.passed
 
 
-def test_ready_in_order_feedback_names_the_tasks_as_the_chapter_does() -> None:
+def test_ready_in_order_feedback_draws_the_smallest_board_and_names_its_tasks() -> None:
     result = check("ready_in_order", EXERCISES["ready_in_order"].starter)
     assert result.feedback == (
-        "on the chapter's board: A and B pending, C waiting for both, you said [A, B, C];"
-        " claim_next would take [A, B]: C is not ready: pending is not enough, every task in"
-        " blocked_by must be completed"
+        "the smallest board where your answer is not right, of all 1,570 boards of up to four"
+        " tasks that claim_next can meet (every status and dependency pattern; ids sort against"
+        " creation order):\n"
+        "\n"
+        "  task  status   blocked_by  id\n"
+        "  A     pending  -           00000099-0000-4000-8000-000000000000\n"
+        "  B     pending  A           00000098-0000-4000-8000-000000000000\n"
+        "  (rows in creation order)\n"
+        "\n"
+        "you said [A, B]; claim_next would take [A]: B is not ready: pending is not enough,"
+        " every task in blocked_by must be completed"
     )
 
 
-def test_ready_in_order_names_every_task_that_is_not_ready() -> None:
+def test_ready_in_order_right_on_small_boards_only_is_shown_its_first_four_task_board() -> None:
     def every_pending_task(tasks: list[Task]) -> list[str]:
         return [t.id for t in tasks if t.status is TaskStatus.PENDING]
 
-    def skips_the_chapter_board(tasks: list[Task]) -> list[str]:
-        # Right on the small boards, wrong on the longer one, where E and F still wait.
+    def right_up_to_three_tasks(tasks: list[Task]) -> list[str]:
         if len(tasks) < 4:
             return EXERCISES["ready_in_order"].solution(tasks)  # type: ignore[no-any-return]
         return every_pending_task(tasks)
 
-    feedback = check("ready_in_order", skips_the_chapter_board).feedback
-    assert "a longer board" in feedback
-    assert "E, F are not ready" in feedback
+    feedback = check("ready_in_order", right_up_to_three_tasks).feedback
+    assert "  D     pending  A  " in feedback, feedback
+    assert "  E  " not in feedback
+    assert feedback.endswith(
+        "D is not ready: pending is not enough, every task in blocked_by must be completed"
+    )
+
+
+def test_ready_in_order_that_takes_a_task_in_progress_is_told_only_pending_tasks_go() -> None:
+    def not_completed(tasks: list[Task]) -> list[str]:
+        return [t.id for t in tasks if t.status is not TaskStatus.COMPLETED]
+
+    feedback = check("ready_in_order", not_completed).feedback
+    assert "  A     in_progress  -  " in feedback, feedback
+    assert feedback.endswith("A is not pending: claim_next hands out only pending tasks")
 
 
 def test_ready_in_order_refuses_something_that_is_not_a_list_of_ids() -> None:
@@ -72,7 +91,7 @@ def test_ready_in_order_that_returns_the_tasks_is_told_to_return_their_ids() -> 
     result = check("ready_in_order", returns_the_tasks)
     assert not result.passed
     assert "raised" not in result.feedback, result.feedback
-    assert "you said [the Task A, the Task B]" in result.feedback, result.feedback
+    assert "you said [the Task A]" in result.feedback, result.feedback
     assert "return each task's id (task.id), not the Task itself" in result.feedback
 
 
@@ -89,7 +108,7 @@ def test_ready_in_order_that_returns_subjects_or_a_generator_is_told_so() -> Non
         return [n for n, t in enumerate(tasks) if t in _ready(tasks)]
 
     subjects = check("ready_in_order", returns_the_subjects).feedback
-    assert "you said ['A', 'B']" in subjects, subjects
+    assert "you said ['A']" in subjects, subjects
     assert subjects.endswith("return the tasks' ids (task.id), not their subjects"), subjects
     generator = check("ready_in_order", returns_a_generator).feedback
     assert generator.endswith("return a list of ids, not a generator"), generator
@@ -134,9 +153,15 @@ def test_claim_query_accepts_any_query_that_seeks_the_first_ready_task(sql: str)
         (
             "SELECT id FROM work WHERE status = 'pending' AND unmet = 0 ORDER BY id LIMIT 1"
             " OFFSET 1",
-            "the first ready task is 15013",
+            "your query returned []; the first ready task is 1",
         ),
-        ("SELECT 15013", "never reads the table work"),
+        ("SELECT 15013", "your query returned [(15013,)]; there is no ready task, so no row"),
+        # Right on every small table, wrong only on the big board.
+        (
+            "SELECT id FROM work WHERE status = 'pending' AND unmet = 0 AND id < 10 ORDER BY id"
+            " LIMIT 1",
+            "on a 20,000-row board the first ready task is 15013 and your query returned []",
+        ),
     ],
 )
 def test_claim_query_wrong_plans_are_named(sql: str, fragment: str) -> None:
@@ -163,7 +188,8 @@ def test_lease_is_live_that_drops_the_offsets_is_caught() -> None:
         )
 
     feedback = check("lease_is_live", naive_clock).feedback
-    assert "Tokyo" in feedback
+    assert "The same instants written in UTC got the right answer from you" in feedback
+    assert "whatever their UTC offsets (New York time, UTC-5)" in feedback
 
 
 def test_lease_is_live_must_answer_a_bool() -> None:

@@ -2,46 +2,82 @@
 
 from __future__ import annotations
 
+import os
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent17.browser import complete_empty_fcntl
-from agent17.exercises._bounded import CheckResult, _run_inline
+from agent17.exercises import _bounded
+from agent17.exercises._bounded import Checker, CheckResult, Plain, run_check
+
+
+def _said(data: Plain) -> CheckResult:
+    """The judge of these tests: the candidate's answer is the verdict."""
+    assert isinstance(data, list)
+    return CheckResult(data[0] is True, str(data[1]))
+
+
+def _inline(candidate: Any, timeout: float) -> CheckResult:
+    """run_check as the browser runs it: inline, with a trace deadline."""
+    patch = pytest.MonkeyPatch()
+    patch.setattr(_bounded, "IN_BROWSER", True)
+    try:
+        return run_check(Checker(lambda c: c(), _said), candidate, timeout)
+    finally:
+        patch.undo()
 
 
 def test_inline_check_is_stopped_at_its_deadline() -> None:
-    def endless() -> CheckResult:
+    def endless() -> Plain:
         while True:
             pass
 
-    result = _run_inline(endless, 0.2)
+    result = _inline(endless, 0.2)
     assert not result.passed
     assert "did not finish within 0.2 seconds" in result.feedback
 
 
 def test_inline_check_gives_its_verdict_and_what_a_failing_candidate_printed() -> None:
-    assert _run_inline(lambda: CheckResult(True, "right"), 5.0) == CheckResult(True, "right")
+    assert _inline(lambda: [True, "right"], 5.0) == CheckResult(True, "right")
 
-    def noisy() -> CheckResult:
+    def noisy() -> Plain:
         print("looking at B")
-        return CheckResult(False, "C is not ready")
+        return [False, "C is not ready"]
 
-    result = _run_inline(noisy, 5.0)
+    result = _inline(noisy, 5.0)
     assert result == CheckResult(False, "C is not ready\n(your code printed: looking at B)")
 
 
 def test_inline_check_reports_a_raised_error_and_restores_the_trace() -> None:
     import sys
 
-    def broken() -> CheckResult:
+    def broken() -> Plain:
         raise KeyError("A")
 
     before = sys.gettrace()
-    result = _run_inline(broken, 5.0)
+    result = _inline(broken, 5.0)
     assert not result.passed and "KeyError" in result.feedback
     assert sys.gettrace() is before
+
+
+def test_inline_check_runs_in_a_scratch_folder_and_leaves_the_callers_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my-homework.txt").write_text("mine", encoding="utf-8")
+
+    def tidies_its_folder() -> Plain:
+        for entry in os.listdir("."):
+            os.remove(entry)
+        return [False, os.getcwd()]
+
+    scratch = _inline(tidies_its_folder, 5.0).feedback
+    assert (tmp_path / "my-homework.txt").read_text(encoding="utf-8") == "mine"
+    assert Path.cwd() == tmp_path
+    assert Path(scratch) != tmp_path and not Path(scratch).exists()
 
 
 def test_the_kernels_empty_fcntl_gets_a_flock_that_excludes_nothing() -> None:
@@ -84,12 +120,12 @@ def test_in_the_browser_a_step_runs_inline_and_an_undecided_request_is_denied_sa
 def test_inline_check_says_when_the_browser_cannot_start_what_the_check_needs() -> None:
     from agent17.exercises._bounded import NEEDS_THE_OS
 
-    def starts_a_thread() -> CheckResult:
+    def starts_a_thread() -> Plain:
         raise RuntimeError("can't start new thread")
 
-    def forks() -> CheckResult:
+    def forks() -> Plain:
         raise ModuleNotFoundError("No module named '_multiprocessing'", name="_multiprocessing")
 
-    assert _run_inline(starts_a_thread, 5.0) == CheckResult(False, NEEDS_THE_OS)
-    assert _run_inline(forks, 5.0) == CheckResult(False, NEEDS_THE_OS)
-    assert "KeyError" in _run_inline(lambda: {}["A"], 5.0).feedback
+    assert _inline(starts_a_thread, 5.0) == CheckResult(False, NEEDS_THE_OS)
+    assert _inline(forks, 5.0) == CheckResult(False, NEEDS_THE_OS)
+    assert "KeyError" in _inline(lambda: {}["A"], 5.0).feedback

@@ -12,9 +12,14 @@ reference solution is for after your own: `show_solution(name)` prints it once
 `check(name, ...)` has passed in this kernel. `race_claim_one(claim_one)` races
 your own claim from several OS processes on one file and shows the table. `check(name, candidate)`
 never raises: a wrong answer, an exception or an endless loop is a failed
-check with the reason. Checks that race run real OS processes; every check runs
-in a child process with a deadline, so a candidate defined in a notebook cell
-works and no candidate can hang the notebook.
+check with the reason.
+
+An exercise whose answer is a function of its arguments is compared with the reference on
+every input of a small complete space, and a failure shows the smallest input where they
+differ (`search`). Every check runs its candidate in a sandbox (`_bounded`): a child process
+with a deadline, in a scratch folder, whose processes all end with the check; the verdict is
+reached outside it, from plain values. So a candidate defined in a notebook cell works, no
+candidate can hang the notebook, and none can reach the verdict.
 """
 
 from __future__ import annotations
@@ -25,8 +30,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent17.exercises import board, claims, effects, team
-from agent17.exercises._bounded import CheckResult, run_bounded
+from agent17.exercises import board, claims, effects, lease, team
+from agent17.exercises._bounded import Checker, CheckResult, run_check, whole
 from agent17.exercises.race import ClaimRace, race_claim_one
 
 CHECK_TIMEOUT_SECONDS: Final = 60.0
@@ -42,7 +47,7 @@ class Exercise:
     starter: Callable[..., Any]
     solution: Callable[..., Any]
     hint: str
-    checker: Callable[[Any], CheckResult]
+    checker: Checker
 
 
 _ALL: Final = (
@@ -53,7 +58,7 @@ _ALL: Final = (
         board.ready_in_order_starter,
         board.ready_in_order_solution,
         board.READY_IN_ORDER_HINT,
-        board.check_ready_in_order,
+        board.READY_IN_ORDER_CHECK,
     ),
     Exercise(
         "claim_query",
@@ -62,16 +67,16 @@ _ALL: Final = (
         board.claim_query_starter,
         board.claim_query_solution,
         board.CLAIM_QUERY_HINT,
-        board.check_claim_query,
+        board.CLAIM_QUERY_CHECK,
     ),
     Exercise(
         "lease_is_live",
         "Is the lease still live? The half-open interval",
         "03_claims_and_leases",
-        board.lease_is_live_starter,
-        board.lease_is_live_solution,
-        board.LEASE_HINT,
-        board.check_lease_is_live,
+        lease.lease_is_live_starter,
+        lease.lease_is_live_solution,
+        lease.LEASE_HINT,
+        lease.LEASE_IS_LIVE_CHECK,
     ),
     Exercise(
         "take_if_pending",
@@ -80,7 +85,7 @@ _ALL: Final = (
         claims.take_if_pending_starter,
         claims.take_if_pending_solution,
         claims.TAKE_IF_PENDING_HINT,
-        claims.check_take_if_pending,
+        whole(claims.check_take_if_pending),
     ),
     Exercise(
         "claim_one",
@@ -89,7 +94,7 @@ _ALL: Final = (
         claims.claim_one_starter,
         claims.claim_one_solution,
         claims.CLAIM_ONE_HINT,
-        claims.check_claim_one,
+        whole(claims.check_claim_one),
     ),
     Exercise(
         "fenced_effect",
@@ -98,7 +103,7 @@ _ALL: Final = (
         effects.fenced_effect_starter,
         effects.fenced_effect_solution,
         effects.FENCE_HINT,
-        effects.check_fenced_effect,
+        whole(effects.check_fenced_effect),
     ),
     Exercise(
         "next_pass",
@@ -107,7 +112,7 @@ _ALL: Final = (
         team.next_pass_starter,
         team.next_pass_solution,
         team.NEXT_PASS_HINT,
-        team.check_next_pass,
+        team.NEXT_PASS_CHECK,
     ),
     Exercise(
         "wait_or_wake",
@@ -116,7 +121,7 @@ _ALL: Final = (
         team.wait_or_wake_starter,
         team.wait_or_wake_solution,
         team.WAIT_HINT,
-        team.check_wait_or_wake,
+        team.WAIT_OR_WAKE_CHECK,
     ),
     Exercise(
         "append_note",
@@ -125,7 +130,7 @@ _ALL: Final = (
         effects.append_note_starter,
         effects.append_note_solution,
         effects.APPEND_HINT,
-        effects.check_append_note,
+        whole(effects.check_append_note),
     ),
 )
 
@@ -141,7 +146,7 @@ def check(name: str, candidate: Any) -> CheckResult:
         return CheckResult(False, f"there is no exercise {name!r}; the exercises are: {known}")
     if not callable(candidate):
         return CheckResult(False, f"pass your function itself (not {type(candidate).__name__})")
-    result = run_bounded(lambda: exercise.checker(candidate), CHECK_TIMEOUT_SECONDS)
+    result = run_check(exercise.checker, candidate, CHECK_TIMEOUT_SECONDS)
     if result.passed:
         _PASSED.add(name)
     return result

@@ -1,18 +1,26 @@
-"""Exercises on the idle loop: what one pass does, and a wait that a message can cut short."""
+"""Exercises on the idle loop: what one pass does, and a wait that a message can cut short.
+
+`next_pass` is checked against the reference in every situation of a small complete space
+(`search`); the tests hold that reference to alice's real tick(). `wait_or_wake` is measured
+with a real second thread.
+"""
 
 from __future__ import annotations
 
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
+from itertools import product
 from pathlib import Path
+from typing import Final
 
 from agent17.agent.models import lead_script, teammate_script
 from agent17.bootstrap import TeamSettings, build_team
 from agent17.deterministic import ManualClock, uuid_sequence
-from agent17.exercises._bounded import CheckResult, raised
+from agent17.exercises._bounded import Checker, CheckResult, Plain, unreadable
+from agent17.exercises.search import Answer, Search, listing, shown, value, wrong_kind
 from agent17.team.sleepers import ScriptedSleeper
 from agent17.team.teammate import TickKind, TickOutcome
 
@@ -65,26 +73,6 @@ class PassCase:
     ready: tuple[str, ...]
 
 
-PASS_CASES: tuple[PassCase, ...] = (
-    PassCase((), None, ()),
-    PassCase((), None, ("A", "B")),
-    PassCase(("shutdown_request",), None, ("A",)),
-    PassCase(("text",), None, ("A", "B")),
-    PassCase((), "pending", ("A",)),
-    PassCase((), "rejected", ("A",)),
-    PassCase((), "approved", ("B",)),
-    PassCase(("plan_response",), "pending", ("A",)),
-    PassCase(("text", "shutdown_request"), None, ()),
-)
-
-
-def _describe_case(case: PassCase) -> str:
-    mail = ", ".join(case.mailbox) or "no mail"
-    plan = "no plan" if case.latest_plan is None else f"a {case.latest_plan} plan"
-    ready = ", ".join(case.ready) or "nothing"
-    return f"with {mail}, {plan} and {ready} ready"
-
-
 def real_pass(case: PassCase, workspace: Path) -> TickOutcome:
     """Build the situation on a real team and run alice's real tick()."""
     team = build_team(
@@ -121,33 +109,110 @@ def real_pass(case: PassCase, workspace: Path) -> TickOutcome:
         team.close()
 
 
-def _said(outcome: TickOutcome) -> str:
+def what_tick_did(outcome: TickOutcome) -> str:
+    """A real tick's outcome in next_pass's words: 'claimed A', 'plan_blocked', ..."""
     if outcome.kind is TickKind.CLAIMED and outcome.claim is not None:
         return f"claimed {outcome.claim.task.subject}"
     return outcome.kind.value
 
 
-def check_next_pass(candidate: NextPass) -> CheckResult:
-    """Each prediction against alice's real tick() in that very situation."""
-    with tempfile.TemporaryDirectory(prefix="agent17-exercise-") as folder:
-        for number, case in enumerate(PASS_CASES):
-            truth = _said(real_pass(case, Path(folder) / f"case-{number}"))
-            try:
-                guess = candidate(list(case.mailbox), case.latest_plan, list(case.ready))
-            except Exception as error:
-                return CheckResult(False, f"{_describe_case(case)}: {raised(error)}")
-            if guess != truth:
-                why = ""
-                if case.mailbox and truth.endswith("handled"):
-                    why = " The mailbox comes before the board: one message per pass."
-                elif truth == "plan_blocked":
-                    why = " A pending or rejected latest plan stops the pass before claim_next."
-                return CheckResult(
-                    False,
-                    f"{_describe_case(case)}, you said {guess!r}; alice's real pass did"
-                    f" {truth!r}.{why}",
-                )
-    return CheckResult(True, f"all {len(PASS_CASES)} predictions match alice's real tick().")
+_KINDS: Final = ("shutdown_request", "plan_response", "text")
+_PLANS: Final = (None, "approved", "pending", "rejected")
+_READY: Final = ((), ("A",), ("A", "B"))
+
+
+@cache
+def pass_cases() -> tuple[PassCase, ...]:
+    """Every mailbox of up to three messages x every plan state x 0-2 ready tasks, smallest
+    first (a plan response needs a plan)."""
+    keyed = []
+    for plan_rank, plan in enumerate(_PLANS):
+        for length in range(4):
+            for mailbox in product(_KINDS, repeat=length):
+                if plan is None and "plan_response" in mailbox:
+                    continue
+                for ready in _READY:
+                    size = length + (plan is not None) + len(ready)
+                    kinds = tuple(_KINDS.index(kind) for kind in mailbox)
+                    key = (size, length, plan_rank, len(ready), kinds)
+                    keyed.append((key, PassCase(mailbox, plan, ready)))
+    return tuple(case for _, case in sorted(keyed, key=lambda pair: pair[0]))
+
+
+def _draw_pass(case: PassCase) -> str:
+    return listing(
+        [
+            ("mailbox, oldest first:", ", ".join(case.mailbox) or "empty"),
+            ("latest plan:", case.latest_plan or "none"),
+            ("ready tasks:", ", ".join(case.ready) or "none"),
+        ]
+    )
+
+
+def _read_outcome(got: object, case: PassCase) -> Answer:
+    if type(got) is not str:
+        return wrong_kind(f"return the outcome as a str, not a {type(got).__name__}", shown(got))
+    return value(got)
+
+
+_HANDLED: Final = ("protocol_handled", "message_handled")
+
+
+def _explain_pass(case: PassCase, said: Plain, right: Plain) -> str:
+    assert isinstance(said, str) and isinstance(right, str)
+    words = f"you said {said!r}; alice's pass does {right!r}."
+    if said not in (*_HANDLED, "plan_blocked", "idle") and not said.startswith("claimed "):
+        return (
+            f"{words} One pass ends in one of 'protocol_handled', 'message_handled',"
+            " 'plan_blocked', 'claimed <subject>' or 'idle'."
+        )
+    if case.mailbox:
+        if said in _HANDLED:
+            return (
+                f"{words} The oldest message decides: a text is message_handled, a shutdown"
+                " request or a plan response is protocol_handled."
+            )
+        return (
+            f"{words} The mailbox comes before the plan gate and the board: one message per"
+            " pass, the oldest first."
+        )
+    if right == "plan_blocked":
+        return (
+            f"{words} A pending or rejected latest plan stops the pass before claim_next,"
+            " whether or not a task is ready."
+        )
+    if said == "plan_blocked":
+        return (
+            f"{words} Only a pending or rejected latest plan blocks: an approved plan, or none,"
+            " lets the pass go on to claim_next."
+        )
+    if said in _HANDLED:
+        return f"{words} Her mailbox is empty: there is no message to handle."
+    if said.startswith("claimed ") and right.startswith("claimed "):
+        return f"{words} claim_next takes the first ready task, in creation order."
+    if right == "idle":
+        return f"{words} Nothing is ready, so claim_next finds nothing: the pass is idle."
+    return f"{words} With no mail and no plan in the way, the pass claims the first ready task."
+
+
+NEXT_PASS_SEARCH: Final = Search(
+    space=pass_cases,
+    ask=lambda candidate, case: candidate(list(case.mailbox), case.latest_plan, list(case.ready)),
+    read=_read_outcome,
+    reference=lambda case: next_pass_solution(
+        list(case.mailbox), case.latest_plan, list(case.ready)
+    ),
+    draw=_draw_pass,
+    explain=_explain_pass,
+    space_text=(
+        "situations: every mailbox of up to three messages, every plan state, 0-2 ready tasks"
+    ),
+    noun="situation",
+)
+
+NEXT_PASS_CHECK: Final = NEXT_PASS_SEARCH.checker()
+"""Compared with alice's pass (the reference, which the tests hold to her real tick()) in
+every situation of the space above."""
 
 
 # -- wait_or_wake: a sleeper that a message cuts short -------------------------------------
@@ -174,45 +239,103 @@ WAIT_HINT = (
 )
 
 
-def check_wait_or_wake(candidate: WaitOrWake) -> CheckResult:
-    """Woken early by another thread, already woken, and left to time out without busy-waiting."""
-    wake = threading.Event()
-    timer = threading.Timer(0.05, wake.set)
-    timer.start()
-    started = time.monotonic()
-    try:
-        woken = candidate(2.0, wake)
-    except Exception as error:
-        return CheckResult(False, raised(error))
-    finally:
-        timer.cancel()
-    # Feedback never prints a measured time: the same mistake must read the same every run.
-    if time.monotonic() - started > 1.0:
-        return CheckResult(
-            False,
-            "a message arrived after 0.05 s of a 2 s wait, and you went on waiting (more than"
-            " 1 s): an idle teammate must wake as soon as the Lead writes to it",
-        )
-    if woken is not True:
-        return CheckResult(False, f"woken early, you returned {woken!r}: say True when woken")
+# A message is sent at these moments of a 2 s wait: a wait that sleeps in slices longer than
+# 0.2 s sleeps through at least one of them by more than 0.2 s.
+_WAKE_AFTER: Final = (0.02, 0.08, 0.14)
+WAKE_WITHIN: Final = 0.2
+
+
+def _said_plain(said: object) -> Plain:
+    return said if type(said) is bool else shown(said)
+
+
+def _measure_waits(candidate: WaitOrWake) -> Plain:
+    """How late each early wake was, the already-set wait, and a quiet one (in the sandbox)."""
+    monotonic, thread_time = time.monotonic, time.thread_time  # before the candidate runs
+    woken: list[Plain] = []
+    for delay in _WAKE_AFTER:
+        wake, sent_at = threading.Event(), list[float]()
+
+        def send(wake: threading.Event = wake, sent_at: list[float] = sent_at) -> None:
+            sent_at.append(monotonic())
+            wake.set()
+
+        timer = threading.Timer(delay, send)
+        timer.start()
+        try:
+            said = candidate(2.0, wake)
+        finally:
+            returned = monotonic()
+            timer.cancel()
+            timer.join()
+        late = returned - sent_at[0] if sent_at else None
+        woken.append({"said": _said_plain(said), "late": late})
+        if said is not True or late is None or late > WAKE_WITHIN:
+            return {"woken": woken}  # the verdict is already no: the rest would take long
     already = threading.Event()
     already.set()
-    if candidate(5.0, already) is not True:
+    started = monotonic()
+    said = candidate(5.0, already)
+    already_took = monotonic() - started
+    cpu_before, started = thread_time(), monotonic()
+    quiet = candidate(0.3, threading.Event())
+    wall, cpu = monotonic() - started, thread_time() - cpu_before
+    return {
+        "woken": woken,
+        "already": {"said": _said_plain(said), "took": already_took},
+        "quiet": {"said": _said_plain(quiet), "wall": wall, "cpu": cpu},
+    }
+
+
+def _judge_waits(data: Plain) -> CheckResult:
+    # Feedback never prints a measured time: the same mistake must read the same every run.
+    woken = data.get("woken") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or not isinstance(woken, list):
+        return unreadable(data)
+    for wake in woken:
+        assert isinstance(wake, dict)
+        said, late = wake["said"], wake["late"]
+        if late is None:
+            return CheckResult(
+                False,
+                f"asked to wait 2 s, you came back (with {said}) before any message arrived:"
+                " wait until a message comes or the time is up",
+            )
+        assert isinstance(late, float)
+        if late > WAKE_WITHIN:
+            return CheckResult(
+                False,
+                "a message arrived during a 2 s wait, and you went on waiting for more than"
+                f" {WAKE_WITHIN:g} s after it: an idle teammate must wake as soon as the Lead"
+                " writes to it",
+            )
+        if said is not True:
+            return CheckResult(False, f"woken early, you returned {said}: say True when woken")
+    already, quiet = data.get("already"), data.get("quiet")
+    if not isinstance(already, dict) or not isinstance(quiet, dict):
+        return unreadable(data)
+    if already["said"] is not True or not already["took"] <= WAKE_WITHIN:  # type: ignore[operator]
         return CheckResult(False, "with the wake already set, return True at once")
-    quiet = threading.Event()
-    cpu_before, wall_before = time.thread_time(), time.monotonic()
-    result = candidate(0.3, quiet)
-    cpu, wall = time.thread_time() - cpu_before, time.monotonic() - wall_before
-    if result is not False:
-        return CheckResult(False, f"when nothing woke you, you returned {result!r}: say False")
-    if wall < 0.28:
+    if quiet["said"] is not False:
+        return CheckResult(False, f"when nothing woke you, you returned {quiet['said']}: say False")
+    if not quiet["wall"] >= 0.28:  # type: ignore[operator]
         return CheckResult(
             False, "asked to wait 0.3 s with nothing to wake you, you came back early"
         )
-    if cpu > 0.1:
+    if not quiet["cpu"] <= 0.1:  # type: ignore[operator]
         return CheckResult(
             False,
             "your 0.3 s wait used more than 0.1 s of CPU: it keeps asking instead of sleeping."
             " Ten idle teammates would keep ten cores busy doing nothing.",
         )
-    return CheckResult(True, "woken at once by a message, and asleep (no CPU) when nothing came.")
+    return CheckResult(
+        True,
+        f"woken within {WAKE_WITHIN:g} s of a message sent by another thread, at"
+        f" {len(_WAKE_AFTER)} moments of a 2 s wait; True at once when already woken; and with"
+        " nothing to wake it, False after 0.3 s, using under 0.1 s of CPU.",
+    )
+
+
+WAIT_OR_WAKE_CHECK: Final = Checker(_measure_waits, _judge_waits)
+"""Measured with a real thread: each early wake within 0.2 s, the already-set wait, a quiet
+one that sleeps (CPython only: the browser runs no second thread)."""

@@ -14,14 +14,13 @@ holds answers other than the reference solution that must pass.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from agent17.domain import Task, TaskClaim, TaskError, TaskStatus
+from agent17.domain import TaskClaim, TaskError, TaskStatus
+from agent17.exercises import wrong_pure as pure
 from agent17.exercises.effects import NotesFile
 from agent17.exercises.wrong_claims import (
     deferred_begin,
@@ -58,43 +57,6 @@ class WrongAnswer:
     label: str
     candidate: Callable[..., Any]
     fragment: str
-
-
-# -- ready_in_order ------------------------------------------------------------------------
-
-
-def sorted_by_id(tasks: list[Task]) -> list[str]:
-    done = {t.id for t in tasks if t.status is TaskStatus.COMPLETED}
-    ready = [t for t in tasks if t.status is TaskStatus.PENDING]
-    return sorted(t.id for t in ready if all(d in done for d in t.blocked_by))
-
-
-def in_progress_counts_as_done(tasks: list[Task]) -> list[str]:
-    started = {t.id for t in tasks if t.status is not TaskStatus.PENDING}
-    return [
-        t.id
-        for t in tasks
-        if t.status is TaskStatus.PENDING and all(d in started for d in t.blocked_by)
-    ]
-
-
-def no_dependencies_only(tasks: list[Task]) -> list[str]:
-    return [t.id for t in tasks if t.status is TaskStatus.PENDING and not t.blocked_by]
-
-
-# -- lease_is_live --------------------------------------------------------------------------
-
-
-def closed_interval(now: datetime, claimed_at: datetime, lease_expires_at: datetime) -> bool:
-    return claimed_at <= now <= lease_expires_at
-
-
-def compares_text(now: datetime, claimed_at: datetime, lease_expires_at: datetime) -> bool:
-    return claimed_at.isoformat() <= now.isoformat() < lease_expires_at.isoformat()
-
-
-def forgets_the_start(now: datetime, claimed_at: datetime, lease_expires_at: datetime) -> bool:
-    return now < lease_expires_at
 
 
 # -- fenced_effect --------------------------------------------------------------------------
@@ -147,57 +109,6 @@ def fence_after_the_effect(
     return True
 
 
-# -- next_pass -----------------------------------------------------------------------------
-
-
-def _message(mailbox: list[str], index: int) -> str:
-    return "message_handled" if mailbox[index] == "text" else "protocol_handled"
-
-
-def work_first(mailbox: list[str], latest_plan: str | None, ready: list[str]) -> str:
-    if ready and latest_plan not in ("pending", "rejected"):
-        return f"claimed {ready[0]}"
-    if mailbox:
-        return _message(mailbox, 0)
-    return "plan_blocked" if latest_plan in ("pending", "rejected") else "idle"
-
-
-def ignores_the_gate(mailbox: list[str], latest_plan: str | None, ready: list[str]) -> str:
-    if mailbox:
-        return _message(mailbox, 0)
-    return f"claimed {ready[0]}" if ready else "idle"
-
-
-def newest_message_first(mailbox: list[str], latest_plan: str | None, ready: list[str]) -> str:
-    if mailbox:
-        return _message(mailbox, -1)
-    if latest_plan in ("pending", "rejected"):
-        return "plan_blocked"
-    return f"claimed {ready[0]}" if ready else "idle"
-
-
-# -- wait_or_wake ----------------------------------------------------------------------------
-
-
-def busy_waits(seconds: float, wake: threading.Event) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if wake.is_set():
-            return True
-    return False
-
-
-def checks_once(seconds: float, wake: threading.Event) -> bool:
-    if wake.is_set():
-        return True
-    time.sleep(seconds)
-    return False
-
-
-def upside_down(seconds: float, wake: threading.Event) -> bool:
-    return not wake.wait(seconds)
-
-
 # -- append_note -----------------------------------------------------------------------------
 
 
@@ -221,56 +132,54 @@ def appends(notes: NotesFile, line: str) -> None:
     notes.append(line + "\n")
 
 
-def _sql(text: str) -> Callable[[], str]:
-    def claim_query() -> str:
-        return text
-
-    return claim_query
-
-
 W = WrongAnswer
 WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
     "ready_in_order": (
-        W("sorts by id", sorted_by_id, "never sort by id"),
-        W("in progress counts as done", in_progress_counts_as_done, "not ready"),
-        W("only tasks without dependencies", no_dependencies_only, "C is ready too"),
+        W("sorts by id", pure.sorted_by_id, "never sort by id"),
+        W("in progress counts as done", pure.in_progress_counts_as_done, "pending is not enough"),
+        W("only tasks without dependencies", pure.no_dependencies_only, "B is ready too"),
+        W("the last dependency decides", pure.last_dependency_decides, "C is not ready"),
+        W(
+            "one completed dependency is enough",
+            pure.one_completed_dependency_is_enough,
+            "not ready",
+        ),
+        W("looks only at the first dependency", pure.first_dependency_only, "C is not ready"),
+        W("not completed is ready", pure.not_completed_is_ready, "only pending tasks"),
+        W("only the first ready task", pure.only_the_first, "B is ready too"),
+        W("newest first", pure.newest_first, "keep creation order"),
+        W("returns the Tasks", pure.returns_the_tasks, "not the Task itself"),
+        W("returns the subjects", pure.returns_the_subjects, "not their subjects"),
+        W("an answer that equals anything", pure.equals_anything, "return a list of ids"),
+        W("patches the checker", pure.patches_the_checker, "A is ready too"),
     ),
     "claim_query": (
-        W(
-            "forgets unmet",
-            _sql("SELECT id FROM work WHERE status = 'pending' ORDER BY id LIMIT 1"),
-            "unmet = 0",
-        ),
-        W(
-            "every ready row",
-            _sql("SELECT id FROM work WHERE status = 'pending' AND unmet = 0"),
-            "one row only",
-        ),
-        W(
-            "the last one",
-            _sql(
-                "SELECT id FROM work WHERE status = 'pending' AND unmet = 0"
-                " ORDER BY id DESC LIMIT 1"
-            ),
-            "first",
-        ),
-        W(
-            "defeats the index",
-            _sql("SELECT min(id) FROM work WHERE status || '' = 'pending' AND unmet + 0 = 0"),
-            "work_ready",
-        ),
-        W(
-            "no ORDER BY: the index's order",
-            _sql("SELECT id FROM work WHERE status = 'pending' AND unmet = 0 LIMIT 1"),
-            "reverse_unordered_selects",
-        ),
-        W("not a SELECT", _sql("DELETE FROM work"), "one SELECT"),
-        W("no such table", _sql("SELECT id FROM nowhere"), "refused"),
+        W("forgets unmet", pure.forgets_unmet, "unmet = 0"),
+        W("every ready row", pure.every_ready_row, "one row only"),
+        W("the last one", pure.the_last_one, "the first ready task is 1"),
+        W("defeats the index", pure.defeats_the_index, "work_ready"),
+        W("no ORDER BY: the index's order", pure.unordered_limit_one, "reverse_unordered_selects"),
+        W("not a SELECT", pure.not_a_select, "one SELECT"),
+        W("no such table", pure.no_such_table, "refused"),
+        W("in progress too", pure.in_progress_too, "no ready task"),
+        W("unmet below two", pure.unmet_below_two, "no ready task"),
+        W("a range on unmet", pure.range_on_unmet, "sorts every matching row"),
+        W("LIKE, not equality", pure.like_instead_of_equality, "reads the whole table"),
+        W("a hard-coded id", pure.hard_coded_id, "returned [(15013,)]"),
+        W("OFFSET 1", pure.offset_one, "the first ready task is 1"),
+        W("the whole row", pure.whole_row, "returned [(1, 'pending', 0)]"),
+        W("the query in a list", pure.query_in_a_list, "return the text of one SELECT"),
     ),
     "lease_is_live": (
-        W("closed interval", closed_interval, "half-open"),
-        W("compares text", compares_text, "Tokyo"),
-        W("forgets the start", forgets_the_start, "before the claim"),
+        W("closed interval", pure.closed_interval, "half-open"),
+        W("open interval", pure.open_interval, "closed at its start"),
+        W("compares text", pure.compares_text, "whatever their UTC offsets"),
+        W("forgets the start", pure.forgets_the_start, "before the claim"),
+        W("drops the offsets", pure.drops_the_offsets, "whatever their UTC offsets"),
+        W("whole seconds", pure.whole_seconds, "a fraction of a second"),
+        W("clock fields", pure.compares_clock_fields, "microseconds included"),
+        W("answers 1 or 0", pure.answers_with_a_number, "return a bool"),
+        W("an answer that equals anything", pure.always_equal, "return a bool"),
     ),
     "take_if_pending": (
         W("ignores the rowcount", take_ignoring_the_rowcount, "Answer with what your UPDATE did"),
@@ -307,14 +216,23 @@ WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
         W("fences after the effect", fence_after_the_effect, "the effect ran"),
     ),
     "next_pass": (
-        W("work first", work_first, "mailbox comes before the board"),
-        W("ignores the plan gate", ignores_the_gate, "before claim_next"),
-        W("newest message first", newest_message_first, "text, shutdown_request"),
+        W("work first", pure.work_first, "mailbox comes before"),
+        W("ignores the plan gate", pure.ignores_the_gate, "before claim_next"),
+        W("newest message first", pure.newest_message_first, "oldest message decides"),
+        W("the board before the plan gate", pure.board_before_the_gate, "whether or not a task"),
+        W("the plan gate before the mailbox", pure.gate_before_the_mailbox, "mailbox comes before"),
+        W("a rejected plan passes", pure.rejected_plan_passes, "pending or rejected"),
+        W("any plan blocks", pure.any_plan_blocks, "an approved plan, or none"),
+        W("every message is protocol", pure.every_message_is_protocol, "a text is message_handled"),
+        W("claims the last ready task", pure.claims_the_last, "first ready task"),
     ),
     "wait_or_wake": (
-        W("busy-waits", busy_waits, "CPU"),
-        W("checks once, then sleeps", checks_once, "went on waiting"),
-        W("upside down", upside_down, "say True when woken"),
+        W("busy-waits", pure.busy_waits, "CPU"),
+        W("checks once, then sleeps", pure.checks_once, "went on waiting"),
+        W("upside down", pure.upside_down, "say True when woken"),
+        W("sleeps in slices of 0.8 s", pure.sleeps_in_slices_of_08, "went on waiting"),
+        W("sleeps in slices of 0.3 s", pure.sleeps_in_slices_of_03, "went on waiting"),
+        W("forgets to return", pure.forgets_to_return, "you returned None"),
     ),
     "append_note": (
         W("locks only the write", locks_only_the_write, "were lost"),
@@ -325,7 +243,11 @@ WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
 """Each exercise's classic wrong answers, in course order."""
 
 RIGHT_ANSWERS: Final[Mapping[str, tuple[Callable[..., Any], ...]]] = {
-    "claim_query": (_sql("SELECT min(id) FROM work WHERE status = 'pending' AND unmet = 0"),),
+    "ready_in_order": (pure.asks_is_ready,),
+    "claim_query": (pure.min_of_the_ready,),
+    "lease_is_live": (pure.compares_timestamps, pure.in_utc),
+    "next_pass": (pure.by_table,),
+    "wait_or_wake": (pure.sleeps_in_short_slices,),
     "take_if_pending": (looks_under_the_write_lock, takes_with_returning),
     "claim_one": (one_statement, tries_the_next_candidate),
     "append_note": (appends,),
