@@ -1,4 +1,6 @@
-"""The closing quiz: its key is what the package really does, and its marking never raises."""
+"""The closing quiz: its key is what the package really does, its right choices cannot be told
+by their length or place, and its marking never raises nor says which answers are wrong
+before every question is answered."""
 
 from __future__ import annotations
 
@@ -106,14 +108,14 @@ def test_one_wrong_answer_fails_and_says_why_that_answer_is_wrong() -> None:
 @pytest.mark.usefixtures("known_key")
 @pytest.mark.parametrize("rank", [0, 1, 2])
 def test_each_wrong_choice_has_its_own_feedback(rank: int) -> None:
-    answers = {
+    wrong = {
         question.key: _wrong_letters(question)[rank]
         for question in QUIZ
         if rank < len(_wrong_letters(question))
     }
-    result = check_quiz(answers)
+    result = check_quiz({**_right(), **wrong})  # every question answered: each is marked
     assert not result.passed
-    for key, letter in answers.items():
+    for key, letter in wrong.items():
         line = _line(result.feedback, key)
         assert f"{key}: not {letter}. {QUIZ[key].choice(letter).why}" in line
 
@@ -138,6 +140,7 @@ def test_a_value_that_is_not_a_letter_is_feedback(value: object, said: str) -> N
     line = _line(result.feedback, "fencing")
     assert said in line
     assert line.endswith("(choose a, b, c)")
+    assert ": right." not in result.feedback  # one question unanswered: no verdicts yet
 
 
 @pytest.mark.usefixtures("known_key")
@@ -175,8 +178,48 @@ def test_a_blank_sheet_is_not_answered_yet_and_runs_nothing(
 def test_questions_left_blank_are_not_answered_yet() -> None:
     result = check_quiz({**QUIZ.blank(), "busy_handler": "b"})
     assert not result.passed
-    assert result.feedback.splitlines()[0] == f"1 of {len(QUIZ)} right."
+    assert result.feedback.splitlines()[0] == (
+        f"1 of {len(QUIZ)} right so far. Answer every question to see which answers are"
+        f" wrong; {len(QUIZ) - 1} still to answer:"
+    )
     assert result.feedback.count("not answered yet") == len(QUIZ) - 1
+    assert "busy_handler" not in result.feedback
+
+
+@pytest.mark.usefixtures("known_key")
+def test_until_every_question_is_answered_only_the_score_is_shown() -> None:
+    wrong_first = {**_right(), "busy_handler": "a"}
+    for answers in ({**wrong_first, "plan_gate": ""}, {**_right(), "plan_gate": "   "}):
+        result = check_quiz(answers)
+        assert not result.passed
+        assert "busy_handler" not in result.feedback
+        assert " right." not in result.feedback.split("\n", 1)[1]
+        assert not any(f": not {letter}." in result.feedback for letter in "abcd")
+        assert result.feedback.splitlines()[-1].startswith("10. plan_gate: not answered yet")
+    assert check_quiz({**_right(), "plan_gate": ""}).feedback.startswith("9 of 10 right so far.")
+    assert check_quiz({**wrong_first, "plan_gate": ""}).feedback.startswith("8 of 10 right so far.")
+    # Once all ten have a letter, the wrong one is named, with why.
+    marked = check_quiz(wrong_first).feedback
+    assert marked.splitlines()[0] == "9 of 10 right."
+    assert _line(marked, "busy_handler").startswith("1. busy_handler: not a. SQLite keeps no queue")
+
+
+def _longest(question: Question) -> str:
+    lengths = [len(choice.text) for choice in question.choices]
+    return question.letters[lengths.index(max(lengths))]
+
+
+def test_the_right_choice_cannot_be_told_by_its_length_or_its_place() -> None:
+    assert sum(_longest(question) == question.answer for question in QUIZ) <= 3
+    assert {question.answer for question in QUIZ} == set("abcd")
+
+
+@pytest.mark.usefixtures("known_key")
+def test_answering_by_length_or_by_place_does_not_pass() -> None:
+    by_length = check_quiz({question.key: _longest(question) for question in QUIZ})
+    assert int(by_length.feedback.split()[0]) <= 3, by_length.feedback
+    for letter in "abc":
+        assert not check_quiz({key: letter for key in QUIZ.keys}).passed
 
 
 def test_the_questions_are_package_data() -> None:

@@ -347,8 +347,9 @@ _NOT_ANSWERED: Final = (
 def check_quiz(answers: Mapping[str, str]) -> CheckResult:
     """Mark `answers` ({question key: letter}); `passed` only if every answer is right.
 
-    The feedback has one line per question: right and why, or why the chosen
-    answer is wrong. Unknown keys and values that are not a letter are
+    Until every question has a letter the feedback gives only the score, and which
+    questions still need one. Then it has one line per question: right and why, or why
+    the chosen answer is wrong. Unknown keys and values that are not a letter are
     feedback, never an exception.
     """
     if not isinstance(answers, Mapping):
@@ -359,23 +360,33 @@ def check_quiz(answers: Mapping[str, str]) -> CheckResult:
     if not unknown and all(isinstance(value, str) and not value.strip() for value in given):
         return CheckResult(False, _NOT_ANSWERED)
     key = QUIZ._checked_key()
-    lines: list[str] = []
+    marked: list[str] = []
+    missing: list[str] = []
     right = 0
     for number, question in enumerate(QUIZ, start=1):
         letter, problem = _letter(answers.get(question.key, ""), question)
         correct, note = key[question.key]
         label = f"{number}. {question.key}:"
         if letter is None:
-            lines.append(f"{label} {problem} (choose {', '.join(question.letters)})")
+            missing.append(f"{label} {problem} (choose {', '.join(question.letters)})")
             continue
         right += letter == correct
         verdict = "right" if letter == correct else f"not {letter}"
-        lines.append(f"{label} {verdict}. {question.choice(letter).why}{note}")
+        marked.append(f"{label} {verdict}. {question.choice(letter).why}{note}")
+    lines = missing or marked  # which answers are wrong only once every one is given
     if unknown:
         shown = ", ".join(repr(name) for name in unknown)
         lines.append(f"There is no question {shown}; the keys are: {', '.join(QUIZ.keys)}.")
     passed = right == len(QUIZ) and not unknown
-    head = f"all {len(QUIZ)} right." if passed else f"{right} of {len(QUIZ)} right."
+    if passed:
+        head = f"all {len(QUIZ)} right."
+    elif missing:
+        head = (
+            f"{right} of {len(QUIZ)} right so far. Answer every question to see which"
+            f" answers are wrong; {len(missing)} still to answer:"
+        )
+    else:
+        head = f"{right} of {len(QUIZ)} right."
     return CheckResult(passed, "\n".join([head, *lines]))
 
 
