@@ -227,7 +227,7 @@ WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
         W("claims the last ready task", pure.claims_the_last, "first ready task"),
     ),
     "wait_or_wake": (
-        W("busy-waits", pure.busy_waits, "CPU"),
+        W("busy-waits", pure.busy_waits, "keeps asking instead of sleeping"),
         W("checks once, then sleeps", pure.checks_once, "went on waiting"),
         W("upside down", pure.upside_down, "say True when woken"),
         W("sleeps in slices of 0.8 s", pure.sleeps_in_slices_of_08, "went on waiting"),
