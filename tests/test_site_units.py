@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import types
 from pathlib import Path
 from typing import Any
@@ -129,3 +131,13 @@ def test_inline_check_says_when_the_browser_cannot_start_what_the_check_needs() 
     assert _inline(starts_a_thread, 5.0) == CheckResult(False, NEEDS_THE_OS)
     assert _inline(forks, 5.0) == CheckResult(False, NEEDS_THE_OS)
     assert "KeyError" in _inline(lambda: {}["A"], 5.0).feedback
+
+
+def test_the_exercises_import_where_multiprocessing_cannot() -> None:
+    # Pyodide has no _multiprocessing: a module-level import of multiprocessing.connection
+    # would take every exercise out of the browser edition.
+    code = (
+        "import sys; sys.modules['_multiprocessing'] = None\n"
+        "import agent17.exercises, agent17.exercises.quiz\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

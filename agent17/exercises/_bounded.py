@@ -37,7 +37,6 @@ import contextlib
 import io
 import json
 import multiprocessing
-import multiprocessing.connection
 import os
 import shutil
 import signal
@@ -194,6 +193,8 @@ class _DeadlinePassed(BaseException):
 
 
 def _run_in_fork(run: Callable[[], Plain], timeout: float) -> _Report:
+    import multiprocessing.connection  # here: it needs _multiprocessing, which Pyodide lacks
+
     folder = tempfile.mkdtemp(prefix="agent17-check-")
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
