@@ -261,16 +261,17 @@ def work_tables() -> tuple[tuple[WorkRow, ...], ...]:
     )
 
 
-def _big_table() -> list[WorkRow]:
+@cache
+def _big_table() -> tuple[WorkRow, ...]:
     rows = []
     for n in range(1, 20_001):
         status = "completed" if n < 15_000 else ("pending" if n % 3 else "in_progress")
         unmet = 0 if status != "pending" or n % 7 == 5 else 1
         rows.append((n, status, unmet))
-    return rows
+    return tuple(rows)
 
 
-def _first_ready(rows: tuple[WorkRow, ...] | list[WorkRow]) -> int | None:
+def _first_ready(rows: tuple[WorkRow, ...]) -> int | None:
     return min((n for n, status, unmet in rows if status == "pending" and unmet == 0), default=None)
 
 
