@@ -191,6 +191,15 @@ def test_no_hint_quotes_its_solution(name: str) -> None:
     assert giveaways.get(name, "\0") not in exercise.hint
 
 
+@pytest.mark.parametrize("name", ["ready_in_order", "claim_query", "lease_is_live", "next_pass"])
+def test_no_counterexample_shows_the_solutions_code(name: str) -> None:
+    code = _code_lines(EXERCISES[name].solution)
+    for wrong in WRONG_ANSWERS[name]:
+        feedback = check(name, wrong.candidate).feedback
+        for line in code:
+            assert line not in feedback, (wrong.label, line)
+
+
 def test_a_solution_is_shown_only_after_its_check_passed(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

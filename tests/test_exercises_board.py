@@ -13,14 +13,6 @@ from agent17 import Task, TaskStatus
 from agent17.exercises import EXERCISES, check
 
 
-@pytest.mark.parametrize("name", ["ready_in_order", "claim_query", "lease_is_live"])
-def test_the_starters_feedback_is_the_same_on_every_run(name: str) -> None:
-    runs = {check(name, EXERCISES[name].starter) for _ in range(3)}
-    assert len(runs) == 1
-    (result,) = runs
-    assert not result.passed
-
-
 def test_ready_in_order_feedback_draws_the_smallest_board_and_names_its_tasks() -> None:
     result = check("ready_in_order", EXERCISES["ready_in_order"].starter)
     assert result.feedback == (
