@@ -7,9 +7,12 @@
 
 Every entry must fail its check on every run, with feedback containing its
 `fragment` (a checker that lets one through now and then would teach the
-wrong lesson). The tests run the whole catalogue every time, and
-benchmarks/exercise_reliability.py runs it many times and counts. `RIGHT_ANSWERS`
-holds answers other than the reference solution that must pass.
+wrong lesson). The catalogue tests the checkers; it is not what they run:
+a checker searches for the counterexample. The tests run the whole catalogue
+every time, and benchmarks/exercise_reliability.py runs it many times and
+counts. `RIGHT_ANSWERS` holds answers other than the reference solution that
+must pass. The functions are in wrong_pure.py (each with its mistake in a
+comment above it) and wrong_claims.py, and here.
 """
 
 from __future__ import annotations
