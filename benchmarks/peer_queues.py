@@ -7,9 +7,9 @@ library's own worker path until none is left (it calls `ready()` once it is set
 up, so that the clock starts for every worker at once); `done(place)` reads back,
 from the system's own storage, how many times each job was marked done.
 
-Every job is a no-op that appends its key to RAN, this worker process's record of
-what it ran; `tally` sets that record against storage's, so a job run twice or
-never shows, whatever the library itself would admit.
+Every job is a no-op that notes its key and the time in RAN, this worker process's
+record of what it ran; `tally` sets that record against storage's, so a job run
+twice or never shows, whatever the library itself would admit.
 
 `place` is a directory (SQLite) or a libpq connection string (PostgreSQL); every
 run gets a fresh one. The libraries are imported where they are used, so this
@@ -21,12 +21,31 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 LEASE_SECONDS = 3600.0  # no lease runs out while a run drains its board
-RAN: list[int] = []  # the keys of the jobs this worker process ran, in order
+
+
+@dataclass
+class Record:
+    """What this worker process's no-op jobs did: their keys, in order, and when."""
+
+    keys: list[int] = field(default_factory=list)
+    first: float = 0.0  # time.perf_counter() when the first job ran
+    last: float = 0.0
+
+    def ran(self, key: int) -> None:
+        """The no-op job itself: note its key and the time."""
+        self.last = time.perf_counter()
+        if not self.keys:
+            self.first = self.last
+        self.keys.append(key)
+
+
+RAN = Record()
 
 Ready = Callable[[], None]
 
@@ -80,7 +99,7 @@ def _agent17_work(engine: str, place: str, ready: Ready) -> None:
     with _agent17_store(engine, place) as store:
         ready()
         while (claim := store.claim_next(owner)) is not None:
-            RAN.append(int(claim.task.subject))
+            RAN.ran(int(claim.task.subject))
             store.complete_task(claim.task.id, owner, claim.claim_token)
 
 
@@ -125,7 +144,7 @@ def _huey(place: str) -> tuple[Any, Any]:
 
     @huey.task(name="noop")
     def noop(job: int) -> int:
-        RAN.append(job)
+        RAN.ran(job)
         return job  # its result is huey's only record that the job ran
 
     return huey, noop
@@ -191,7 +210,7 @@ def _litequeue_work(place: str, ready: Ready) -> None:
     queue = _litequeue(place)
     ready()
     while (message := queue.pop()) is not None:
-        RAN.append(int(message.data))
+        RAN.ran(int(message.data))
         queue.done(message.message_id)
     queue.close()
 
@@ -246,7 +265,7 @@ def _persist_queue_work(place: str, ready: Ready) -> None:
             item = queue.get(block=False, raw=True)
         except Empty:
             break
-        RAN.append(item["data"])
+        RAN.ran(item["data"])
         queue.ack(item)
     queue.close()
 
@@ -285,7 +304,7 @@ def _procrastinate(place: str) -> tuple[Any, Any]:
 
     @app.task(name="noop", queue="peers")
     async def noop(job: int) -> None:
-        RAN.append(job)
+        RAN.ran(job)
 
     return app, noop
 
@@ -345,54 +364,62 @@ PROCRASTINATE = Peer(
 )
 
 
-# pgqueuer 1.6: PgQueuer's QueueManager in drain mode, with batch size 1 or 10.
+# pgqueuer 1.6: PgQueuer's QueueManager in drain mode, with batch size 1 or 10, on
+# asyncpg as its documentation shows. (Its psycopg driver waits on the one connection
+# for notifications up to a second at a time, and a single worker waits with it.)
 
 
-async def _pgqueuer_connection(place: str) -> Any:
+async def _asyncpg_connection(place: str) -> Any:
+    import asyncpg
     import psycopg
 
-    return await psycopg.AsyncConnection.connect(place, autocommit=True)
+    parts = psycopg.conninfo.conninfo_to_dict(place)
+    return await asyncpg.connect(
+        host=parts["host"], port=parts["port"], user=parts["user"], database=parts["dbname"]
+    )
 
 
 def _pgqueuer_install(place: str) -> None:
-    from pgqueuer import PsycopgDriver, Queries
+    from pgqueuer import AsyncpgDriver, Queries
 
     async def install() -> None:
-        async with await _pgqueuer_connection(place) as connection:
-            await Queries(PsycopgDriver(connection)).install()
+        connection = await _asyncpg_connection(place)
+        await Queries(AsyncpgDriver(connection)).install()
+        await connection.close()
 
     asyncio.run(install())
 
 
 def _pgqueuer_enqueue(place: str, jobs: int) -> list[int]:
-    from pgqueuer import PsycopgDriver, Queries
+    from pgqueuer import AsyncpgDriver, Queries
 
     async def enqueue() -> list[int]:
-        async with await _pgqueuer_connection(place) as connection:
-            queries = Queries(PsycopgDriver(connection))
-            ids = await queries.enqueue(
-                ["noop"] * jobs, [str(job).encode() for job in range(jobs)], [0] * jobs
-            )
-            return [int(job_id) for job_id in ids]
+        connection = await _asyncpg_connection(place)
+        ids = await Queries(AsyncpgDriver(connection)).enqueue(
+            ["noop"] * jobs, [str(job).encode() for job in range(jobs)], [0] * jobs
+        )
+        await connection.close()
+        return [int(job_id) for job_id in ids]
 
     return asyncio.run(enqueue())
 
 
 def _pgqueuer_work(batch_size: int, place: str, ready: Ready) -> None:
-    from pgqueuer import PgQueuer, PsycopgDriver
+    from pgqueuer import AsyncpgDriver, PgQueuer
     from pgqueuer.domain.types import QueueExecutionMode
     from pgqueuer.models import Job
 
     async def worker() -> None:
-        async with await _pgqueuer_connection(place) as connection:
-            pgq = PgQueuer(PsycopgDriver(connection))
+        connection = await _asyncpg_connection(place)
+        pgq = PgQueuer(AsyncpgDriver(connection))
 
-            @pgq.entrypoint("noop")
-            async def noop(job: Job) -> None:
-                RAN.append(int(job.id))
+        @pgq.entrypoint("noop")
+        async def noop(job: Job) -> None:
+            RAN.ran(int(job.id))
 
-            ready()
-            await pgq.qm.run(batch_size=batch_size, mode=QueueExecutionMode.drain)
+        ready()
+        await pgq.qm.run(batch_size=batch_size, mode=QueueExecutionMode.drain)
+        await connection.close()
 
     asyncio.run(worker())
 

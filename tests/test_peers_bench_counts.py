@@ -20,9 +20,9 @@ JOBS = 6
 
 @pytest.fixture
 def ran() -> Iterator[list[int]]:
-    peer_queues.RAN.clear()
-    yield peer_queues.RAN
-    peer_queues.RAN.clear()
+    peer_queues.RAN.keys.clear()
+    yield peer_queues.RAN.keys
+    peer_queues.RAN.keys.clear()
 
 
 def _count(place: str, expected: list[int], ran: list[int]) -> tuple[int, int]:
