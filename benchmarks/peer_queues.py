@@ -55,7 +55,7 @@ class Peer:
     """One queue system as the benchmark drives it, and what it does per job."""
 
     name: str
-    engine: str  # "sqlite" or "postgres"
+    distribution: str  # the package whose version the table prints
     enqueue: Callable[[str, int], list[int]]
     work: Callable[[str, Ready], None]
     done: Callable[[str], collections.Counter[int]]
@@ -120,7 +120,7 @@ def agent17(engine: str) -> Peer:
     lock = "BEGIN IMMEDIATE" if engine == "sqlite" else "the board lock through each COMMIT"
     return Peer(
         name="agent17",
-        engine=engine,
+        distribution="agent17",
         enqueue=lambda place, jobs: _agent17_enqueue(engine, place, jobs),
         work=lambda place, ready: _agent17_work(engine, place, ready),
         done=lambda place: _agent17_done(engine, place),
@@ -173,7 +173,7 @@ def _huey_done(place: str) -> collections.Counter[int]:
 
 HUEY = Peer(
     name="huey (SqliteHuey)",
-    engine="sqlite",
+    distribution="huey",
     enqueue=_huey_enqueue,
     work=_huey_work,
     done=_huey_done,
@@ -188,7 +188,7 @@ HUEY = Peer(
 # litequeue 0.9: pop (BEGIN IMMEDIATE; UPDATE ... RETURNING), then done.
 
 
-def _litequeue(place: str) -> Any:
+def litequeue_at(place: str) -> Any:
     from litequeue import LiteQueue
 
     queue = LiteQueue(os.path.join(place, "litequeue.db"))
@@ -198,7 +198,7 @@ def _litequeue(place: str) -> Any:
 
 
 def _litequeue_enqueue(place: str, jobs: int) -> list[int]:
-    queue = _litequeue(place)
+    queue = litequeue_at(place)
     with queue.transaction():
         for job in range(jobs):
             queue.put(str(job))
@@ -207,7 +207,7 @@ def _litequeue_enqueue(place: str, jobs: int) -> list[int]:
 
 
 def _litequeue_work(place: str, ready: Ready) -> None:
-    queue = _litequeue(place)
+    queue = litequeue_at(place)
     ready()
     while (message := queue.pop()) is not None:
         RAN.ran(int(message.data))
@@ -218,7 +218,7 @@ def _litequeue_work(place: str, ready: Ready) -> None:
 def _litequeue_done(place: str) -> collections.Counter[int]:
     from litequeue import MessageStatus
 
-    queue = _litequeue(place)
+    queue = litequeue_at(place)
     rows = queue.conn.execute("SELECT data FROM Queue WHERE status = ?", (MessageStatus.DONE,))
     done = collections.Counter(int(data) for (data,) in rows)
     queue.close()
@@ -227,7 +227,7 @@ def _litequeue_done(place: str) -> collections.Counter[int]:
 
 LITEQUEUE = Peer(
     name="litequeue",
-    engine="sqlite",
+    distribution="litequeue",
     enqueue=_litequeue_enqueue,
     work=_litequeue_work,
     done=_litequeue_done,
@@ -282,7 +282,7 @@ def _persist_queue_done(place: str) -> collections.Counter[int]:
 
 PERSIST_QUEUE = Peer(
     name="persist-queue (SQLiteAckQueue)",
-    engine="sqlite",
+    distribution="persist-queue",
     enqueue=_persist_queue_enqueue,
     work=_persist_queue_work,
     done=_persist_queue_done,
@@ -344,7 +344,7 @@ def _rows(place: str, sql: str) -> list[tuple[Any, ...]]:
 
 PROCRASTINATE = Peer(
     name="procrastinate",
-    engine="postgres",
+    distribution="procrastinate",
     enqueue=_procrastinate_enqueue,
     work=_procrastinate_work,
     done=lambda place: collections.Counter(
@@ -429,7 +429,7 @@ def pgqueuer(batch_size: int) -> Peer:
     shared = "" if batch_size == 1 else f", shared by up to {batch_size} jobs"
     return Peer(
         name=f"pgqueuer, batch {batch_size}",
-        engine="postgres",
+        distribution="pgqueuer",
         enqueue=_pgqueuer_enqueue,
         work=lambda place, ready: _pgqueuer_work(batch_size, place, ready),
         done=lambda place: collections.Counter(
@@ -450,12 +450,3 @@ def pgqueuer(batch_size: int) -> Peer:
 
 SQLITE_PEERS = (agent17("sqlite"), HUEY, LITEQUEUE, PERSIST_QUEUE)
 POSTGRES_PEERS = (agent17("postgres"), PROCRASTINATE, pgqueuer(1), pgqueuer(10))
-DISTRIBUTIONS = {  # the package whose version each system's name stands for
-    "agent17": "agent17",
-    "huey (SqliteHuey)": "huey",
-    "litequeue": "litequeue",
-    "persist-queue (SQLiteAckQueue)": "persist-queue",
-    "procrastinate": "procrastinate",
-    "pgqueuer, batch 1": "pgqueuer",
-    "pgqueuer, batch 10": "pgqueuer",
-}

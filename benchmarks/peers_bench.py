@@ -266,11 +266,6 @@ def measure(places: Any, peers: Sequence[Peer], jobs: int, rounds: int) -> dict[
     return results
 
 
-def _version(peer: Peer) -> str:
-    distribution = peer_queues.DISTRIBUTIONS[peer.name]
-    return importlib.metadata.version(distribution)
-
-
 def _median(values: list[float]) -> str:
     return f"{statistics.median(values):,.0f}" if values else "n/a"
 
@@ -290,7 +285,7 @@ def report(title: str, peers: Sequence[Peer], results: dict[Any, Runs]) -> None:
             checks.append(f"{workers}w: {runs.doubles} doubles, {runs.lost} lost")
             if runs.errors:
                 checks.append(f"{len(runs.errors)} failed workers ({runs.errors[0]})")
-        name = f"{peer.name} {_version(peer)}"
+        name = f"{peer.name} {importlib.metadata.version(peer.distribution)}"
         print(f"{name:34}{''.join(cells)}  {'; '.join(checks)}")
     measured = list(results[peers[0].name, 8].per_job)
     if measured:

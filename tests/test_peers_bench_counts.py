@@ -42,7 +42,7 @@ def test_a_job_run_twice_and_a_job_never_marked_done_are_both_counted(
     tmp_path: Path, ran: list[int]
 ) -> None:
     expected = peer_queues.LITEQUEUE.enqueue(str(tmp_path), JOBS)
-    queue = peer_queues._litequeue(str(tmp_path))
+    queue = peer_queues.litequeue_at(str(tmp_path))
     queue.put("3")  # job 3 queued twice: it runs, and is marked done, twice
     taken = queue.pop()  # job 0: its worker runs it, then dies before marking it done
     queue.close()
