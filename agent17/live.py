@@ -93,6 +93,7 @@ def run_live(
 def _run_team(team: Team, prompt: str, model: str, out: TextIO, quiet_timeout: float) -> int:
     lead_name = team.settings.lead_name
     out.write(f"agent17 run: model {model}, workspace {team.workspace}\n")
+    out.write(f"agent17 run: teammates hear of changes by {team.state.wakes_by}\n")
     team.teammates.start()
     answer = team.lead.run(prompt + _pending_plans_note(team))
     out.write(f"lead: {answer.final_text}\n")

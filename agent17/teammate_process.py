@@ -14,9 +14,11 @@ teammate process
    mail it claimed but never acked before a crash is delivered again;
 3. runs the idle loop (mailbox -> protocol -> plan gate -> claim_next -> wait);
    the wait ends early when another process changes the board or the mailbox,
-   or when a lease runs out (`ChangeWatchingSleeper` on SQLite, LISTEN/NOTIFY
-   on PostgreSQL: `TeamState.sleeper`), so a message or a newly ready task is
-   noticed within a fraction of a second;
+   or when a lease runs out (file notifications and `PRAGMA data_version` on
+   SQLite, LISTEN/NOTIFY on PostgreSQL: `TeamState.sleeper`), so a message or
+   a newly ready task is noticed within milliseconds; it says once how it
+   hears of changes (`TeamState.wakes_by`: the 0.1 s look where there are no
+   file notifications);
 4. ends after the shutdown handshake or after its idle timeout (exit 0, one
    line saying which), on Ctrl-C (exit 130), or when its model server refuses
    the call or still fails after its retries (exit 1, one line). Every store and mailbox
@@ -197,6 +199,7 @@ def run_teammate(config: TeammateConfig, out: TextIO, err: TextIO) -> int:
         if config.start_gate is not None:
             _wait_for_gate(config.start_gate)
         _line(out, config.name, f"joined the team on {state.where}")
+        _line(out, config.name, f"hears of changes by {state.wakes_by}")
         member = teammate
 
         def before_scan() -> None:

@@ -25,7 +25,7 @@ from agent17.team.mailbox import Mailbox
 from agent17.team.protocol import TeamProtocol
 from agent17.team.registry import TeamError, TeamRegistry
 from agent17.team.simulation import SimulatedTime
-from agent17.team.sleepers import ChangeWatchingSleeper
+from agent17.team.sleepers import ChangeWatchingSleeper, LookEvery
 from agent17.team.teammate import TickKind
 from agent17.tools.team_tools import lead_team_tool_definitions
 
@@ -101,7 +101,7 @@ def _sleeper(store: SqliteTaskStore, mailbox: Mailbox) -> ChangeWatchingSleeper:
         versions=(store.data_version, mailbox.data_version),
         next_deadline=store.next_lease_expiry,
         clock=lambda: COURSE_START,
-        check_every=0.01,
+        hints=LookEvery(0.01),
     )
 
 
@@ -141,7 +141,7 @@ def test_a_lease_that_runs_out_during_the_wait_ends_it(tmp_path: Path) -> None:
             versions=(store.data_version, mailbox.data_version),
             next_deadline=store.next_lease_expiry,
             clock=clock,
-            check_every=0.01,
+            hints=LookEvery(0.01),
         )
         sleeper.mark()
         assert sleeper.wait(30.0, threading.Event()) is True
@@ -165,7 +165,7 @@ def test_a_lease_that_ran_out_and_stays_unreleased_ends_one_wait_not_every_wait(
             versions=(store.data_version, mailbox.data_version),
             next_deadline=store.next_lease_expiry,
             clock=clock,
-            check_every=0.01,
+            hints=LookEvery(0.01),
         )
         sleeper.mark()
         assert sleeper.wait(30.0, threading.Event()) is True  # once: the next scan releases it

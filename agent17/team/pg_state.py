@@ -30,6 +30,10 @@ class PostgresTeamState(TeamState):
     def where(self) -> str:
         return self._board.where
 
+    @property
+    def wakes_by(self) -> str:
+        return "LISTEN/NOTIFY (the server's notifications)"
+
     def watch(self, name: str, *, clock: Clock = utc_now) -> Watch:
         # LISTEN/NOTIFY on a session of its own (closed by the stop), and the lease
         # deadline on the board's clock, never this host's.

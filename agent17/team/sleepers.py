@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Final, Protocol
 
 
 class Sleeper(Protocol):
@@ -154,17 +154,49 @@ class ManualSleeper(_Recorder):
             return len(self._waiting)
 
 
+LOOK_EVERY_SECONDS: Final = 0.1
+"""How often a watching sleeper looks at the data versions when nothing tells it of changes."""
+
+
+class ChangeHints(Protocol):
+    """What tells a watching sleeper when to look at the data versions again (never the truth)."""
+
+    def next_look(self) -> float:
+        """Seconds until the next look if nothing is heard meanwhile."""
+        ...
+
+    def pause(self, seconds: float, wake: threading.Event) -> None:
+        """Block up to `seconds`; return early when `wake` is set or a change may have been made."""
+        ...
+
+
+class LookEvery:
+    """No hints at all: look every `seconds` (the poll of the data versions)."""
+
+    def __init__(self, seconds: float = LOOK_EVERY_SECONDS) -> None:
+        self.seconds = seconds
+
+    def next_look(self) -> float:
+        """Always the same interval."""
+        return self.seconds
+
+    def pause(self, seconds: float, wake: threading.Event) -> None:
+        """A timed wait on the wake event."""
+        wake.wait(seconds)
+
+
 class ChangeWatchingSleeper:
     """For a teammate in its own process: wake early when another process changed something.
 
-    While it waits it looks, every `check_every` seconds, at the data versions of
-    the files it watches (the board and the mailbox: SQLite's `PRAGMA
-    data_version`, which moves only when *another* connection commits, and costs
-    no row read), and at the moment the first lease now held runs out. A message
-    from the Lead, a new or unblocked task, a completion or an expired lease thus
-    ends the wait within about `check_every` seconds, however long the poll
-    interval is; the poll stays as the fallback. Call `mark()` right before each
-    scan of the board, so that a change made during the scan is not missed.
+    While it waits it looks at the data versions of the files it watches (the
+    board and the mailbox: SQLite's `PRAGMA data_version`, which moves only when
+    *another* connection commits, and costs no row read), and at the moment the
+    first lease now held runs out. When it looks is up to its `hints`: file
+    notifications (team/file_wakeups.py) or, without them, every 0.1 s
+    (`LookEvery`). A message from the Lead, a new or unblocked task, a completion
+    or an expired lease thus ends the wait early, however long the poll interval
+    is; the poll stays as the fallback. Call `mark()` right before each scan of
+    the board, so that a change made during the scan is not missed.
     """
 
     def __init__(
@@ -173,12 +205,12 @@ class ChangeWatchingSleeper:
         versions: Sequence[Callable[[], int]],
         next_deadline: Callable[[], datetime | None],
         clock: Callable[[], datetime],
-        check_every: float = 0.1,
+        hints: ChangeHints | None = None,
     ) -> None:
         self._versions = tuple(versions)
         self._next_deadline = next_deadline
         self._clock = clock
-        self.check_every = check_every
+        self.hints: ChangeHints = hints if hints is not None else LookEvery()
         self._marked: tuple[int, ...] = self._read()
         self._lease = LeaseDeadline()
         self.last_reason = ""
@@ -214,7 +246,7 @@ class ChangeWatchingSleeper:
             if elapsed >= seconds:
                 self.last_reason = "poll interval"
                 return False
-            pause = min(self.check_every, seconds - elapsed)
+            pause = min(self.hints.next_look(), seconds - elapsed)
             if lease_left is not None:
                 pause = min(pause, max(lease_left - elapsed, 0.0))
-            wake.wait(pause)
+            self.hints.pause(pause, wake)

@@ -192,6 +192,11 @@ class TeamState(ABC):
     def where(self) -> str:
         """Where the board is, for people: its file, or its database (never a password)."""
 
+    @property
+    @abstractmethod
+    def wakes_by(self) -> str:
+        """How a waiting teammate hears of the others' changes, in a few words (say it once)."""
+
     @abstractmethod
     def watch(self, name: str, *, clock: Clock = utc_now) -> Watch:
         """How teammate `name` waits so that the others' changes wake it, and how to stop that.
