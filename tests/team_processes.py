@@ -6,6 +6,7 @@ reports (a line on its output) or writes (an event on the board).
 
 from __future__ import annotations
 
+import os
 import queue
 import sqlite3
 import subprocess
@@ -31,11 +32,12 @@ class Teammate:
         command: Sequence[str] = (sys.executable, "-m", "agent17"),
         env: Mapping[str, str] | None = None,
         preexec_fn: Callable[[], object] | None = None,
+        environment: dict[str, str] | None = None,
     ) -> None:
         self.name = name
         self.process = subprocess.Popen(
             [*command, "teammate", "--name", name, "--workspace", str(workspace), *options],
-            env=env,
+            env=env if environment is None else {**(env or os.environ), **environment},
             preexec_fn=preexec_fn,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -95,8 +97,10 @@ class Teammate:
 def teammates() -> Iterator[Callable[..., Teammate]]:
     started: list[Teammate] = []
 
-    def start(workspace: Path, name: str, *options: str) -> Teammate:
-        teammate = Teammate(workspace, name, *options)
+    def start(
+        workspace: Path, name: str, *options: str, environment: dict[str, str] | None = None
+    ) -> Teammate:
+        teammate = Teammate(workspace, name, *options, environment=environment)
         started.append(teammate)
         return teammate
 

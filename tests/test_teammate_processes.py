@@ -20,7 +20,8 @@ import pytest
 from team_backends import BACKENDS, TeamPlace, make_place
 from team_processes import Teammate, integrity, teammates, wait_until
 
-from agent17 import EventKind, TaskStatus
+from agent17 import EventKind, Mailbox, SqliteTaskStore, TaskStatus
+from agent17.team.file_wakeups import WAKEUPS_VARIABLE
 from agent17.team.protocol import ShutdownResponse, TeamProtocol, TextMessage
 
 pytestmark = pytest.mark.processes
@@ -138,6 +139,62 @@ def test_a_message_and_a_newly_ready_task_wake_an_idle_teammate_long_before_its_
     assert "shut down through the protocol" in alice.seen[-1]
     responses = [d.message for d in protocol.receive_all("lead")]
     assert any(isinstance(m, ShutdownResponse) and m.approved for m in responses)
+
+
+WITHIN_A_SECOND = 1.0  # the teammates below poll every 30 s
+
+
+def _claimed_within_a_second(store: SqliteTaskStore, task_id: str) -> None:
+    def claimed() -> bool:
+        return any(e.task_id == task_id and e.kind is EventKind.CLAIMED for e in store.events())
+
+    took = wait_until(claimed, f"task {task_id} was claimed", timeout=WITHIN_A_SECOND)
+    assert took < WITHIN_A_SECOND
+
+
+def _wake_alice_twice(
+    workspace: Path, teammates: Callable[..., Teammate], environment: dict[str, str]
+) -> Teammate:
+    """A new ready task, then one made ready by a completion here: each claimed within 1 s."""
+    with SqliteTaskStore(workspace) as store, Mailbox(workspace) as mailbox:
+        blocker = store.create_task("blocker")
+        held = store.claim_task(blocker.id, "lead")  # before alice starts: hers is nothing
+        unblocked = store.create_task("unblocked", blocked_by=[blocker.id])
+        alice = teammates(
+            workspace, "alice", "--poll-interval", "30", "--max-idle-polls", "5",
+            environment=environment,
+        )  # fmt: skip
+        alice.wait_for_line("hears of changes by")
+        new = store.create_task("new")
+        _claimed_within_a_second(store, new.id)
+        # Her report is the last write of her pass: then she scans once and sleeps again.
+        wait_until(lambda: mailbox.unacked_count("lead") == 1, "alice reported")
+        store.complete_task(blocker.id, "lead", held.claim_token)  # makes `unblocked` ready
+        _claimed_within_a_second(store, unblocked.id)
+        wait_until(lambda: mailbox.unacked_count("lead") == 2, "alice reported again")
+        TeamProtocol(mailbox).request_shutdown("alice")
+        assert alice.finish() == 0, alice.errors
+    return alice
+
+
+def test_a_sqlite_teammate_is_woken_by_a_file_notification_within_a_second(
+    tmp_path: Path, teammates: Callable[..., Teammate]
+) -> None:
+    alice = _wake_alice_twice(tmp_path, teammates, {})
+    said = [line for line in alice.seen if "hears of changes" in line]
+    assert len(said) == 1
+    assert "hears of changes by file notifications (inotify on " in said[0]
+
+
+def test_without_notifications_a_sqlite_teammate_polls_and_says_so_once(
+    tmp_path: Path, teammates: Callable[..., Teammate]
+) -> None:
+    alice = _wake_alice_twice(tmp_path, teammates, {WAKEUPS_VARIABLE: "poll"})
+    said = [line for line in alice.seen if "hears of changes" in line]
+    assert len(said) == 1
+    assert said[0].endswith(
+        "hears of changes by a look every 0.1 s (no file notifications: AGENT17_WAKEUPS=poll)"
+    )
 
 
 def test_a_second_live_teammate_with_the_same_name_is_refused(

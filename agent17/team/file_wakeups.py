@@ -140,8 +140,9 @@ class FolderWatch:
 class FileNotifications:
     """One sleeper's hints from a FolderWatch: it blocks until an event, a wake or its next look."""
 
-    def __init__(self, watch: FolderWatch) -> None:
+    def __init__(self, watch: FolderWatch, *, safety_look: float = SAFETY_LOOK_SECONDS) -> None:
         self._watch = watch
+        self.safety_look = safety_look
         self._bell = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         watch.add_bell(self._bell)
         self._poller = select.poll()
@@ -157,7 +158,7 @@ class FileNotifications:
             if since < SETTLE_SECONDS:
                 return max(SETTLE_MIN_GAP_SECONDS, since / 2)
             self._heard_at = None
-        return LOOK_EVERY_SECONDS if self._watch.lost is not None else SAFETY_LOOK_SECONDS
+        return LOOK_EVERY_SECONDS if self._watch.lost is not None else self.safety_look
 
     def pause(self, seconds: float, wake: threading.Event) -> None:
         """Block in poll() up to `seconds`, or until an event or `wake` rings the bell."""
