@@ -10,11 +10,15 @@ process plays the Lead through the public API (`SqliteTaskStore`, `Mailbox`,
 `TeamProtocol`). Nothing is a test: no time is asserted; a run that goes wrong
 (a teammate that exits early, a reply that never comes) stops with an error.
 
-1) Wake-up latency across processes. One teammate waits with `--poll-interval 30`,
-   so the poll never does the waking: the `ChangeWatchingSleeper` does, which looks
-   every 0.1 s (its check interval) at the board's and the mailbox's `PRAGMA
-   data_version`. Before each wake this process waits a random 0.25-0.45 s, so the
-   teammate is asleep again and the wake lands at a random phase of its checks.
+1) Wake-up latency across processes, both ways in the same run: one teammate woken
+   by file notifications (inotify on the state folder, then a look at the board's and
+   the mailbox's `PRAGMA data_version`), then one with `AGENT17_WAKEUPS=poll`, which
+   looks at those every 0.1 s (its check interval; the fallback where there are no
+   notifications, and how every teammate woke before). Each waits with
+   `--poll-interval 30`, so the poll never does the waking: the `ChangeWatchingSleeper`
+   does. Before each wake this process waits a random 0.25-0.45 s, so the teammate is
+   asleep again and the wake lands at a random phase of its checks. Before the first
+   wake, each teammate's CPU time (/proc/<pid>/stat) is read over an idle window.
    a) a message: `send_text(teammate, ...)` from the Lead. Latency = from the send's
       commit (send_text returned) to the moment the teammate's answer
       ("Acknowledged.") is in the Lead's mailbox, seen by this process on a read-only
@@ -30,15 +34,17 @@ process plays the Lead through the public API (`SqliteTaskStore`, `Mailbox`,
       one machine, one clock). This is the teammate's own view: the wake plus its
       scan up to the claim (mailbox first, then the plan gate, then claim_next).
       Also shown: claimed -> completed, the scripted model's work on the task.
-   Both are held against the check interval (0.1 s) and the poll interval (30 s).
-   The first few wakes (imports, caches) are a warm-up and are not counted.
-2) Idle CPU per teammate process. Four teammates wait on an empty board
-   (`--poll-interval 5 --max-idle-polls 1000`); after they settle, each process's
-   user+system CPU time is read from /proc/<pid>/stat (utime+stime, in clock ticks)
-   at the start and the end of a window. Baselines in the same window: a bare Python
-   process waking every 0.1 s on a threading.Event (the sleeper's wake rate, nothing
-   else), and one that also reads both files' PRAGMA data_version at every wake (the
-   sleeper's check, without the teammate around it).
+   Both are held against the poll interval (30 s), and the polling teammate's against
+   its check interval (0.1 s). The first few wakes (imports, caches) are a warm-up and
+   are not counted. A table puts the two side by side.
+2) Idle CPU per teammate process. Four teammates woken by file notifications and four
+   with `AGENT17_WAKEUPS=poll` wait on an empty board (`--poll-interval 5
+   --max-idle-polls 1000`); after they settle, each process's user+system CPU time is
+   read from /proc/<pid>/stat (utime+stime, in clock ticks) at the start and the end of
+   a window. Baselines in the same window: a bare Python process waking every 0.1 s on
+   a threading.Event (the polling sleeper's wake rate, nothing else), and one that also
+   reads both files' PRAGMA data_version at every wake (its check, without the
+   teammate around it).
 3) Eight teammates drain a layered board (each task after the first layer waits for
    two tasks of the layer before it), created in one `create_tasks` transaction:
    `--work-seconds 0 --poll-interval 1 --max-idle-polls 2`, released together by
@@ -83,7 +89,6 @@ names a server whose role may create databases (one is made and dropped).
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import math
 import multiprocessing
@@ -111,17 +116,18 @@ from typing import Any, Final
 import agent17
 from agent17 import EventKind, Mailbox, SqliteTaskStore, TaskEvent, TaskStatus
 from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
+from agent17.team.file_wakeups import SAFETY_LOOK_SECONDS, WAKEUPS_VARIABLE
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol, TextMessage, decode_message
 from agent17.team.registry import TeamRegistry
-from agent17.team.sleepers import ChangeWatchingSleeper
+from agent17.team.sleepers import LOOK_EVERY_SECONDS
 
 LEAD: Final = DEFAULT_LEAD_NAME
-CHECK_SECONDS: Final[float] = (
-    inspect.signature(ChangeWatchingSleeper.__init__).parameters["check_every"].default
-)  # the sleeper's check interval, as the teammate process uses it (0.1 s)
+CHECK_SECONDS: Final = LOOK_EVERY_SECONDS  # the polling sleeper's check interval (0.1 s)
+POLL_ENVIRONMENT: Final = {WAKEUPS_VARIABLE: "poll"}  # a teammate without file notifications
 WAKE_POLL_SECONDS: Final = 30.0  # 1) long enough that the poll never does the waking
 SETTLE_SECONDS: Final = (0.25, 0.45)  # 1) random pause before each wake: two check periods
 WARMUP_WAKES: Final = 3  # 1) wakes of each kind run first and not counted
+WAKE_SETTLE_SECONDS: Final = 1.0  # 1) after joining: its first scan is over, it sleeps
 WATCH_SECONDS: Final = 0.0005  # how often this process looks at the Lead's mailbox
 IDLE_POLL_SECONDS: Final = 5.0  # 2)
 IDLE_TEAMMATES: Final = 4  # 2)
@@ -140,6 +146,7 @@ class Sizes:
     """How big each part of a run is."""
 
     wakes: int  # 1) counted wakes of each kind
+    wake_idle_seconds: float  # 1) the idle window before the wakes
     idle_seconds: float  # 2) the measured window
     drain_tasks: int  # 3) tasks on the drained board
     drain_rounds: int  # 3) teammates/bare rounds, alternating which side goes first
@@ -149,6 +156,7 @@ class Sizes:
 
 FULL: Final = Sizes(
     wakes=100,
+    wake_idle_seconds=20.0,
     idle_seconds=60.0,
     drain_tasks=2_000,
     drain_rounds=5,
@@ -156,7 +164,13 @@ FULL: Final = Sizes(
     alone_rounds=3,
 )
 QUICK: Final = Sizes(
-    wakes=30, idle_seconds=10.0, drain_tasks=500, drain_rounds=1, alone_tasks=2_000, alone_rounds=1
+    wakes=30,
+    wake_idle_seconds=5.0,
+    idle_seconds=10.0,
+    drain_tasks=500,
+    drain_rounds=1,
+    alone_tasks=2_000,
+    alone_rounds=1,
 )
 
 
@@ -223,22 +237,34 @@ class ProcessGroup:
         self.started: list[Started] = []
         self._environment = _package_environment()
 
-    def start(self, name: str, argv: Sequence[str]) -> Started:
-        """Start `argv` with its stdout and stderr in files of their own."""
+    def start(
+        self, name: str, argv: Sequence[str], environment: dict[str, str] | None = None
+    ) -> Started:
+        """Start `argv` (with `environment` added to ours) with its stdout and stderr in files."""
         stdout = self.folder / f"{name}-{len(self.started)}.out"
         stderr = self.folder / f"{name}-{len(self.started)}.err"
         with open(stdout, "wb") as out, open(stderr, "wb") as err:
             process = subprocess.Popen(
-                list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=self._environment
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                env={**self._environment, **(environment or {})},
             )
         started = Started(name, process, stdout, stderr)
         self.started.append(started)
         return started
 
-    def teammate(self, name: str, workspace: Path, *options: str) -> Started:
+    def teammate(
+        self,
+        name: str,
+        workspace: Path,
+        *options: str,
+        environment: dict[str, str] | None = None,
+    ) -> Started:
         """Start `agent17 teammate --name NAME --workspace WORKSPACE OPTIONS...`."""
         argv = [sys.executable, "-m", "agent17", "teammate", "--name", name]
-        return self.start(name, [*argv, "--workspace", str(workspace), *options])
+        return self.start(name, [*argv, "--workspace", str(workspace), *options], environment)
 
     def __enter__(self) -> ProcessGroup:
         return self
@@ -413,6 +439,8 @@ class WakeEngine:
     mechanism: str
     url: str | None  # None: the workspace's SQLite files
     dsn: str | None = None
+    environment: dict[str, str] = field(default_factory=dict)  # the teammate's, added
+    check_seconds: float | None = None  # how often it looks, when it polls
 
     def open(self, workspace: Path) -> tuple[Any, Any]:
         """The board and the mailbox."""
@@ -429,8 +457,13 @@ class WakeEngine:
         return [] if self.url is None else ["--store", self.url]
 
 
-SQLITE_WAKES: Final = WakeEngine(
-    "SQLite", f"PRAGMA data_version checked every {CHECK_SECONDS * 1000:g} ms", None
+SQLITE_NOTIFIED: Final = WakeEngine("SQLite", "inotify, then PRAGMA data_version", None)
+SQLITE_POLLED: Final = WakeEngine(
+    "SQLite polling",
+    f"PRAGMA data_version every {CHECK_SECONDS * 1000:g} ms ({WAKEUPS_VARIABLE}=poll)",
+    None,
+    environment=POLL_ENVIRONMENT,
+    check_seconds=CHECK_SECONDS,
 )
 
 
@@ -445,97 +478,150 @@ class Wakes:
     message: list[float]
     task: list[float]
     handling: list[float]
+    idle_cpu: float  # CPU seconds over the idle window before the wakes
+    idle_window: float
+
+
+class WakeTarget:
+    """One engine's sleeping teammate in part 1, this process's side of it, and its samples."""
+
+    def __init__(self, root: Path, engine: WakeEngine, group: ProcessGroup, stack: ExitStack):
+        self.engine = engine
+        self.name = "sleeper"
+        workspace = root / f"wake-{'-'.join(engine.name.lower().split())}"
+        self.store, self.mailbox = engine.open(workspace)
+        stack.callback(self.store.close)
+        stack.callback(self.mailbox.close)
+        self.protocol = TeamProtocol(self.mailbox)
+        self.teammate = group.teammate(
+            self.name, workspace, *engine.options, "--poll-interval", f"{WAKE_POLL_SECONDS:g}",
+            "--max-idle-polls", "1000", environment=engine.environment,
+        )  # fmt: skip
+        self._stack = stack
+        self.watcher: InboxWatcher | NotifyInboxWatcher | None = None
+        self.message: list[float] = []
+        self.created: list[tuple[str, datetime]] = []
+
+    def start_watching(self) -> None:
+        """Open this process's look at the Lead's mailbox (after the idle window)."""
+        self.watcher = self.engine.watcher(self.mailbox)
+        self._stack.callback(self.watcher.close)
+
+    def _reply(self) -> tuple[float, str]:
+        assert self.watcher is not None
+        return self.watcher.next_text_from(self.name, self.teammate)
+
+    def wake_by_message(self, number: int) -> None:
+        """a) Send a message; time it until the teammate's answer is seen."""
+        self.protocol.send_text(self.name, f"wake-up {number}", sender=LEAD)
+        sent = time.perf_counter()
+        seen, content = self._reply()
+        if content != "Acknowledged.":
+            raise RuntimeError(f"{self.engine.name}: answered {content!r}, not 'Acknowledged.'")
+        self.message.append(seen - sent)
+
+    def wake_by_task(self, number: int) -> None:
+        """b) Create a ready task; wait for its report (the claim's time is in the events)."""
+        task = self.store.create_task(f"wake-up task {number}")
+        self.created.append((task.id, datetime.now(UTC)))
+        _, content = self._reply()  # its report: the pass is over
+        if content != f"Completed wake-up task {number}.":
+            raise RuntimeError(f"{self.engine.name}: reported {content!r}")
 
 
 def bench_wakeups(
-    root: Path, sizes: Sizes, group: ProcessGroup, engine: WakeEngine = SQLITE_WAKES
-) -> tuple[Section, Wakes]:
-    """A message and a ready task, each `sizes.wakes` times, to one sleeping teammate."""
-    workspace = root / f"wake-{engine.name.split()[0].lower()}"
-    name = "sleeper"
-    store, mailbox = engine.open(workspace)
-    protocol = TeamProtocol(mailbox)
-    watcher: InboxWatcher | NotifyInboxWatcher | None = None
+    root: Path, sizes: Sizes, group: ProcessGroup, engines: Sequence[WakeEngine]
+) -> list[tuple[Section, Wakes]]:
+    """A message and a ready task, each `sizes.wakes` times, to one sleeping teammate per engine.
+
+    The engines' teammates wait side by side: their idle CPU is read over one window,
+    and their wakes alternate (which engine goes first changes every round), so a
+    machine that gets busier or quieter meanwhile weighs on each the same.
+    """
     rng = random.Random(SEED)
     total = WARMUP_WAKES + sizes.wakes
-    try:
-        teammate = group.teammate(
-            name, workspace, *engine.options, "--poll-interval", f"{WAKE_POLL_SECONDS:g}",
-            "--max-idle-polls", "1000",
-        )  # fmt: skip
-        wait_joined(mailbox, [teammate])
-        time.sleep(1.0)  # its first scan is over: it sleeps
-        watcher = engine.watcher(mailbox)
+    with ExitStack() as stack:
+        targets = [WakeTarget(root, engine, group, stack) for engine in engines]
+        for target in targets:
+            wait_joined(target.mailbox, [target.teammate])
+        time.sleep(WAKE_SETTLE_SECONDS)  # their first scans are over: they sleep
+        heard_by = [_heard_by(target.teammate) for target in targets]
+        _progress(f"1) {len(targets)} teammates idle for {sizes.wake_idle_seconds:g} s")
+        before = [cpu_seconds(target.teammate.pid) for target in targets]
+        idle_started = time.monotonic()
+        time.sleep(sizes.wake_idle_seconds)
+        idle_cpu = [cpu_seconds(t.teammate.pid) - b for t, b in zip(targets, before, strict=True)]
+        idle_window = time.monotonic() - idle_started
+        for target in targets:
+            target.start_watching()
 
-        _progress(f"1a) {engine.name}: {total} messages to a sleeping teammate, one at a time")
-        message_latency: list[float] = []
-        for number in range(total):
-            time.sleep(rng.uniform(*SETTLE_SECONDS))
-            protocol.send_text(name, f"wake-up {number}", sender=LEAD)
-            sent = time.perf_counter()
-            seen, content = watcher.next_text_from(name, teammate)
-            if content != "Acknowledged.":
-                raise RuntimeError(f"{name} answered {content!r} instead of 'Acknowledged.'")
-            message_latency.append(seen - sent)
+        def rounds(what: str, wake: Callable[[WakeTarget, int], None]) -> None:
+            _progress(f"1{what} to each sleeping teammate, one at a time, alternating")
+            for number in range(total):
+                shift = number % len(targets)
+                for target in [*targets[shift:], *targets[:shift]]:
+                    time.sleep(rng.uniform(*SETTLE_SECONDS))
+                    wake(target, number)
 
-        _progress(f"1b) {engine.name}: {total} ready tasks for a sleeping teammate, one at a time")
-        created: list[tuple[str, datetime]] = []
-        for number in range(total):
-            time.sleep(rng.uniform(*SETTLE_SECONDS))
-            task = store.create_task(f"wake-up task {number}")
-            created.append((task.id, datetime.now(UTC)))
-            _, content = watcher.next_text_from(name, teammate)  # its report: the pass is over
-            if content != f"Completed wake-up task {number}.":
-                raise RuntimeError(f"{name} reported {content!r}")
-        events = store.events()
-        protocol.request_shutdown(name)
-        codes = wait_exit([teammate])
-    finally:
-        if watcher is not None:
-            watcher.close()
-        store.close()
-        mailbox.close()
+        rounds(f"a) {total} messages", WakeTarget.wake_by_message)
+        rounds(f"b) {total} ready tasks", WakeTarget.wake_by_task)
+        events = [target.store.events() for target in targets]
+        for target in targets:
+            target.protocol.request_shutdown(target.name)
+        codes = [wait_exit([target.teammate])[target.name] for target in targets]
+    return [
+        _wake_section(target, sizes, events[i], (idle_cpu[i], idle_window), heard_by[i], codes[i])
+        for i, target in enumerate(targets)
+    ]
 
+
+def _wake_section(
+    target: WakeTarget,
+    sizes: Sizes,
+    events: list[TaskEvent],
+    idle: tuple[float, float],
+    heard_by: str,
+    code: int,
+) -> tuple[Section, Wakes]:
+    """One engine's table in part 1 (`idle`: CPU seconds over a window of so many seconds)."""
+    engine, message_latency = target.engine, target.message
+    idle_cpu, idle_window = idle
     claimed = {e.task_id: e.at_utc for e in events if e.kind is EventKind.CLAIMED}
     completed = {e.task_id: e.at_utc for e in events if e.kind is EventKind.COMPLETED}
-    task_latency = [(claimed[task_id] - at).total_seconds() for task_id, at in created]
-    handling = [(completed[task_id] - claimed[task_id]).total_seconds() for task_id, _ in created]
+    task_latency = [(claimed[task_id] - at).total_seconds() for task_id, at in target.created]
+    handling = [
+        (completed[task_id] - claimed[task_id]).total_seconds() for task_id, _ in target.created
+    ]
     counted = slice(WARMUP_WAKES, None)
     kinds = [
         ("a) message sent -> its reply in the Lead's mailbox", message_latency[counted]),
         ("b) ready task created -> its claimed event", task_latency[counted]),
         ("   claimed -> completed event (the task's handling)", handling[counted]),
     ]
-    wakes = Wakes(engine, message_latency, task_latency, handling)
-    if engine.dsn is None:
-        title = (
-            f"1) wake-up latency: 1 teammate process, --poll-interval {WAKE_POLL_SECONDS:g} s,"
-            f" sleeper checks every {CHECK_SECONDS * 1000:g} ms; {sizes.wakes} wakes each"
-        )
-    else:
-        title = (
-            f"1) wake-up latency on {engine.name}: 1 teammate process, --poll-interval"
-            f" {WAKE_POLL_SECONDS:g} s, woken by {engine.mechanism}; {sizes.wakes} wakes each"
-        )
+    wakes = Wakes(engine, message_latency, task_latency, handling, idle_cpu, idle_window)
+    title = (
+        f"1) wake-up latency on {engine.name}: 1 teammate process, --poll-interval"
+        f" {WAKE_POLL_SECONDS:g} s, woken by {engine.mechanism}; {sizes.wakes} wakes each"
+    )
     section = Section(title, ["measurement", "n", "p50", "p90", "p99", "max", "unit"])
     for label, samples in kinds:
         section.rows.append([label, str(len(samples)), *map(_ms, quantiles(samples)), "ms"])
-    for label, samples in kinds[:2] if engine.dsn is None else []:
-        values = [f"{value / CHECK_SECONDS:.2f}" for value in quantiles(samples)]
-        section.rows.append([f"{label[:2]} in check intervals", "", *values, "x 0.1 s"])
+    check = engine.check_seconds
+    if check is not None:
+        for label, samples in kinds[:2]:
+            values = [f"{value / check:.2f}" for value in quantiles(samples)]
+            section.rows.append([f"{label[:2]} in check intervals", "", *values, f"x {check:g} s"])
     for label, samples in kinds[:2]:
         values = [f"{100 * value / WAKE_POLL_SECONDS:.2f}" for value in quantiles(samples)]
         section.rows.append([f"{label[:2]} in poll intervals", "", *values, "% of 30 s"])
     worst = max(range(len(message_latency)), key=message_latency.__getitem__)
     worst_task = max(range(len(task_latency)), key=task_latency.__getitem__)
+    section.notes.append(f"the teammate said it hears of changes by {heard_by}")
     if engine.dsn is None:
-        section.notes += [
+        section.notes.append(
             "a) includes the teammate's claim of the message, the scripted model and its reply"
-            " commit (with the ack), and up to ~0.6 ms of this process's looking",
-            f"a pure wake at a random phase of a {CHECK_SECONDS * 1000:g} ms check would be"
-            f" uniform on 0..{CHECK_SECONDS * 1000:g} ms: p50 {CHECK_SECONDS * 500:g}, p90"
-            f" {CHECK_SECONDS * 900:g}, max {CHECK_SECONDS * 1000:g}",
-        ]
+            " commit (with the ack), and up to ~0.6 ms of this process's looking"
+        )
     else:
         section.notes += [
             "a) includes the teammate's claim of the message, the scripted model and its reply"
@@ -543,20 +629,37 @@ def bench_wakeups(
             "b) the create's commit on this host's clock, the claimed event on the server's"
             " clock_timestamp(): one machine, one clock",
         ]
+    if check is not None:
+        section.notes.append(
+            f"a pure wake at a random phase of a {check * 1000:g} ms check would be"
+            f" uniform on 0..{check * 1000:g} ms: p50 {check * 500:g}, p90"
+            f" {check * 900:g}, max {check * 1000:g}"
+        )
     section.notes += [
         f"warm-up (not counted): a) {', '.join(map(_ms, message_latency[:WARMUP_WAKES]))} ms;"
         f" b) {', '.join(map(_ms, task_latency[:WARMUP_WAKES]))} ms",
         f"slowest: a) wake {worst} ({_ms(message_latency[worst])} ms), b) wake {worst_task}"
         f" ({_ms(task_latency[worst_task])} ms) (numbers count the warm-up)",
-        f"shutdown handshake at the end: exit code {codes[name]}",
+        f"idle before the wakes: {idle_cpu:.3f} CPU s over {idle_window:.1f} s"
+        f" ({100 * idle_cpu / idle_window:.3f}% of one core)",
+        f"shutdown handshake at the end: exit code {code}",
     ]
     return section, wakes
+
+
+def _heard_by(teammate: Started) -> str:
+    """What the teammate printed once about how it hears of changes."""
+    marker = "hears of changes by "
+    for line in teammate.stdout.read_text(encoding="utf-8").splitlines():
+        if marker in line:
+            return line.split(marker, 1)[1]
+    raise RuntimeError(f"{teammate.name} never said how it hears of changes")
 
 
 def side_by_side(runs: Sequence[Wakes]) -> Section:
     """Part 1 on each engine, one row per engine and kind of wake."""
     section = Section(
-        f"1) side by side: the same wakes, --poll-interval {WAKE_POLL_SECONDS:g} s",
+        f"1) side by side, one run: the same wakes, --poll-interval {WAKE_POLL_SECONDS:g} s",
         ["wake", "engine, woken by", "n", "p50", "p90", "p99", "max", "unit"],
     )
     counted = slice(WARMUP_WAKES, None)
@@ -571,8 +674,16 @@ def side_by_side(runs: Sequence[Wakes]) -> Section:
                 [label, f"{run.engine.name}: {run.engine.mechanism}", str(len(samples)),
                  *map(_ms, quantiles(samples)), "ms"]
             )  # fmt: skip
+    for run in runs:
+        section.rows.append(
+            [f"c) idle, CPU over {run.idle_window:.0f} s",
+             f"{run.engine.name}: {run.engine.mechanism}", "",
+             f"{100 * run.idle_cpu / run.idle_window:.3f}", "", "", "", "% of a core"]
+        )  # fmt: skip
     section.notes.append(
-        "each engine's own run above gives the warm-up, the slowest wakes and the handling"
+        "each run above gives the warm-up, the slowest wakes and the handling; c) is the"
+        " waiting teammate's user+system CPU (/proc/<pid>/stat, 10 ms ticks) before the wakes,"
+        " in its p50 column"
     )
     return section
 
@@ -601,8 +712,8 @@ while True:
 def bench_idle_cpu(root: Path, sizes: Sizes, group: ProcessGroup) -> Section:
     """CPU time of idle teammates over a window, against two bare waiting loops."""
     title = (
-        f"2) idle CPU over {sizes.idle_seconds:g} s: {IDLE_TEAMMATES} teammates on an empty"
-        f" board, --poll-interval {IDLE_POLL_SECONDS:g} --max-idle-polls 1000"
+        f"2) idle CPU over {sizes.idle_seconds:g} s: {IDLE_TEAMMATES} teammates each way on an"
+        f" empty board, --poll-interval {IDLE_POLL_SECONDS:g} --max-idle-polls 1000"
     )
     section = Section(title, ["process", "CPU", "unit", "% of one core"])
     if not Path(f"/proc/{os.getpid()}/stat").exists():
@@ -612,17 +723,23 @@ def bench_idle_cpu(root: Path, sizes: Sizes, group: ProcessGroup) -> Section:
     store = SqliteTaskStore(workspace)
     mailbox = Mailbox(workspace)
     protocol = TeamProtocol(mailbox)
-    names = [f"idle-{n}" for n in range(IDLE_TEAMMATES)]
+    notified = [f"idle-{n}" for n in range(IDLE_TEAMMATES)]
+    polling = [f"idle-polling-{n}" for n in range(IDLE_TEAMMATES)]
+    names = [*notified, *polling]
     idle_options = ["--poll-interval", f"{IDLE_POLL_SECONDS:g}", "--max-idle-polls", "1000"]
     try:
-        teammates = [group.teammate(name, workspace, *idle_options) for name in names]
+        teammates = [group.teammate(name, workspace, *idle_options) for name in notified]
+        teammates += [
+            group.teammate(name, workspace, *idle_options, environment=POLL_ENVIRONMENT)
+            for name in polling
+        ]
         bare = group.start("bare-event-wait", [sys.executable, "-c", EVENT_LOOP_CODE])
         checks = group.start(
             "bare-event-wait-and-checks",
             [sys.executable, "-c", CHECK_LOOP_CODE, str(store.path), str(mailbox.path)],
         )
         wait_joined(mailbox, teammates)
-        _progress(f"2) {IDLE_TEAMMATES} idle teammates joined; settling, then a window")
+        _progress(f"2) {len(names)} idle teammates joined; settling, then a window")
         time.sleep(IDLE_SETTLE_SECONDS)
         watched = [*teammates, bare, checks]
         before = {s.name: cpu_seconds(s.pid) for s in watched}
@@ -643,22 +760,26 @@ def bench_idle_cpu(root: Path, sizes: Sizes, group: ProcessGroup) -> Section:
         store.close()
         mailbox.close()
     used = {name: after[name] - before[name] for name in before}
-    per_teammate = [used[name] for name in names]
 
     def row(label: str, seconds: float) -> list[str]:
         return [label, f"{seconds:.3f}", "CPU s", f"{100 * seconds / window:.3f}"]
 
+    for way, group_names in (("file notifications", notified), ("polling", polling)):
+        per_teammate = [used[name] for name in group_names]
+        section.rows += [
+            row(f"teammate ({way}), mean of {len(group_names)}", statistics.mean(per_teammate)),
+            row(f"teammate ({way}), max of {len(group_names)}", max(per_teammate)),
+        ]
     section.rows += [
-        row("teammate, mean of the 4", statistics.mean(per_teammate)),
-        row("teammate, max of the 4", max(per_teammate)),
         row("bare python: Event.wait(0.1) loop", used["bare-event-wait"]),
         row("bare python: + 2 PRAGMA data_version", used["bare-event-wait-and-checks"]),
     ]
     ticks = os.sysconf("SC_CLK_TCK")
     section.notes += [
-        f"window {window:.1f} s: each teammate checked ~{window / CHECK_SECONDS:.0f} times"
-        f" and polled ~{window / IDLE_POLL_SECONDS:.0f} times (one scan per poll);"
-        f" /proc counts in 1/{ticks} s ticks",
+        f"window {window:.1f} s: each teammate scanned the board ~{window / IDLE_POLL_SECONDS:.0f}"
+        f" times (one scan per poll); a polling one looked at the files"
+        f" ~{window / CHECK_SECONDS:.0f} times, a notified one ~{window / SAFETY_LOOK_SECONDS:.0f}"
+        f" times (its safety look) plus after each event; /proc counts in 1/{ticks} s ticks",
         "per teammate: " + ", ".join(f"{used[name]:.2f}" for name in names) + " CPU s",
         "shutdown handshakes at the end: exit codes "
         + ", ".join(str(codes[name]) for name in names),
@@ -1127,15 +1248,14 @@ def run_all(
     """Every part, in a fresh temporary directory that is removed afterwards."""
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=directory)))
-        engines = [SQLITE_WAKES]
+        engines = [SQLITE_NOTIFIED, SQLITE_POLLED]
         if postgres:
             engines.append(stack.enter_context(postgres_wakes(dsn)))
         # Entered last, left first: every process is gone before its folder is removed.
         group = stack.enter_context(ProcessGroup(folder / "logs"))
-        runs = [bench_wakeups(folder, sizes, group, engine) for engine in engines]
+        runs = bench_wakeups(folder, sizes, group, engines)
         sections = [section for section, _ in runs]
-        if len(runs) > 1:
-            sections.append(side_by_side([wakes for _, wakes in runs]))
+        sections.append(side_by_side([wakes for _, wakes in runs]))
         if wakeups_only:
             return sections
         return [
