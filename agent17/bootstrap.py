@@ -161,8 +161,9 @@ class TeamSettings:
     `postgresql://` URL (the workspace stays the teammates' working directory)."""
     watch_shared_state: bool = False
     """Real time, with teammates of other processes or hosts: each worker waits on a
-    sleeper of its own that their changes wake (SQLite: the files' data versions;
-    PostgreSQL: LISTEN/NOTIFY), not on `sleeper`. `agent17 run` sets it."""
+    sleeper of its own that their changes wake (SQLite: file notifications, then the
+    files' data versions; PostgreSQL: LISTEN/NOTIFY), not on `sleeper`. `agent17 run`
+    sets it."""
 
 
 @dataclass(slots=True)
