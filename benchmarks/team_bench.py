@@ -70,19 +70,20 @@ process plays the Lead through the public API (`SqliteTaskStore`, `Mailbox`,
    and 90% done): what a teammate's task costs as it does more of them. Three rounds
    in the full run.
 
-With `--postgres [DSN]` part 1 also runs with the board and the mailbox in a
-PostgreSQL database (`--store postgresql://...`), in the same run, and a table
-puts the two engines side by side. There the teammate's `NotifySleeper` waits on
-LISTEN: the schemas' triggers send a NOTIFY in the very transaction that queues
-the message or makes the task ready, so no check interval stands between the
-commit and the wake. The Lead's side watches its own mailbox the same way (a
-LISTEN session of its own, which wakes no teammate): a) is again the whole round
-trip, without the ~0.5 ms of looking. b) compares the create's commit (this
-host's clock) with the `claimed` event's time (the server's clock_timestamp()):
-the server runs on this machine, so it is the same clock. Without a DSN a
-throwaway cluster (agent17.store.pg_cluster, durable: fsync and synchronous
-commit on) is started for the run on a Unix socket and removed afterwards; a DSN
-names a server whose role may create databases (one is made and dropped).
+With `--postgres [DSN]` part 1 also has a teammate whose board and mailbox are in
+a PostgreSQL database (`--store postgresql://...`), waiting and woken alongside the
+two SQLite ones in the same run, and the table puts the three side by side. There
+the teammate's `NotifySleeper` waits on LISTEN: the schemas' triggers send a
+NOTIFY in the very transaction that queues the message or makes the task ready,
+so no check interval stands between the commit and the wake. The Lead's side
+watches its own mailbox the same way (a LISTEN session of its own, which wakes no
+teammate): a) is again the whole round trip, without the ~0.5 ms of looking. b)
+compares the create's commit (this host's clock) with the `claimed` event's time
+(the server's clock_timestamp()): the server runs on this machine, so it is the
+same clock. Without a DSN a throwaway cluster (agent17.store.pg_cluster, durable:
+fsync and synchronous commit on) is started for the run on a Unix socket and
+removed afterwards; a DSN names a server whose role may create databases (one is
+made and dropped).
 `--wakeups-only` runs part 1 alone.
 """
 

@@ -127,7 +127,7 @@ def test_its_own_commits_are_heard_but_do_not_end_the_wait(
     assert sleeper.last_reason == "poll interval"
     assert time.monotonic() - started >= 0.3
     # The event was heard: looks followed it (the commit could have been in its fsync),
-    # a handful, not a busy loop; with no event there would be one look (the first).
+    # a handful, not a busy loop; with no event there would be two (the first, the last).
     assert 3 <= len(looks) <= 40, len(looks)
     hints.hints.close()
 
