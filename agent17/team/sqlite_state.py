@@ -46,11 +46,13 @@ class SqliteTeamState(TeamState):
     @property
     def wakes_by(self) -> str:
         watch = self._notifications()
-        reason = str(watch) if isinstance(watch, Unavailable) else watch.lost
-        if reason is not None:
-            return f"a look every {LOOK_EVERY_SECONDS:g} s (no file notifications: {reason})"
-        assert isinstance(watch, FolderWatch)
-        return f"file notifications (inotify on {watch.file_system})"
+        if isinstance(watch, Unavailable):
+            reason = str(watch)
+        elif watch.lost is None:
+            return f"file notifications (inotify on {watch.file_system})"
+        else:
+            reason = watch.lost
+        return f"a look every {LOOK_EVERY_SECONDS:g} s (no file notifications: {reason})"
 
     def watch(self, name: str, *, clock: Clock = utc_now) -> Watch:
         watch = self._notifications()
