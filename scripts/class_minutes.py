@@ -14,24 +14,34 @@ The rules (API.md, "Course layout"), made precise so two people get one number:
   tagged `reveal`: the class does read the answer to its prediction, so leaving
   it out would make the estimate too kind. Other tags (`needs-processes`, ...)
   change nothing.
+- Opening a notebook: one minute each.
 - Prose: the words of markdown cells at 200 a minute. Fenced code blocks
   (```) and indented code inside markdown are read as code. Link targets,
   images and HTML tags are not words; their visible text is.
 - Code: the words (whitespace-separated tokens) of code cells at 150 a minute.
 - Text outputs: at 300 words a minute. A stream's text, an error's name and
   message, and a result's `text/html` (tags removed) or else `text/plain`.
-  An output that carries a picture (`image/*`) or a widget
-  (`application/vnd.jupyter.widget-view+json`) is free, its text fallback too.
+- A picture or a widget, half a minute each: an output that carries `image/*`
+  or `application/vnd.jupyter.widget-view+json` (its text fallback is not
+  read as well), or an image in a markdown cell.
 - A prediction: a line of a markdown cell that starts with `**Predict` (after
   leading spaces and an optional heading mark), one minute each; write one
-  prediction per such line (`**Predict:** ...`), its answer in a later cell
-  tagged `reveal`.
+  prediction per markdown cell (`**Predict:** ...`).
 - An exercise check: a code cell that calls `check(...)` or `check_quiz(...)`
   (a plain name or an attribute, e.g. `exercises.check(...)`), four minutes per
-  such cell however many calls it holds.
+  such cell however many calls it holds; nine when it checks an exercise the
+  class writes from the ground up (`check("claim_one", ...)`).
 - Each notebook's minutes are rounded up to a whole minute; the core total is
   the sum of the rounded minutes of the notebooks directly in `notebooks/`
   (not `notebooks/extra/`), so the table adds up.
+
+Each prediction's answer: the first cell after the prediction that carries
+`"agent17": {"answer_key": "..."}` in its metadata. That cell is tagged
+`reveal`, holds the key phrase (in its text or its output), and no cell before
+it does: no goal, heading, code, output, saved widget state or glossary entry
+linked from an earlier cell (tests/test_course.py checks every core notebook).
+The key is a short phrase that only the answer says (`lease_expired`,
+`SQLITE_BUSY_SNAPSHOT`), or a list of such phrases.
 
 Exit status: 0 fine, 1 over the limit with --check, 2 bad input (a missing or
 unreadable notebook), with a one-line `class_minutes: <code>: ...` message.
@@ -56,10 +66,15 @@ CODE_WPM = 150
 OUTPUT_WPM = 300
 PREDICTION_MINUTES = 1
 CHECK_MINUTES = 4
+PICTURE_MINUTES = 0.5
+OPEN_MINUTES = 1
+# The exercises the class writes from the ground up, not one line of a starter.
+GROUND_UP_EXERCISES = frozenset({"claim_one"})
+GROUND_UP_MINUTES = 9
 LIMIT_MINUTES = 90
 EXCLUDED_TAGS = frozenset({"optional", "homework"})
 CHECK_FUNCTIONS = frozenset({"check", "check_quiz"})
-FREE_MIME_PREFIXES = ("image/", "application/vnd.jupyter.widget-view+json")
+PICTURE_MIME_PREFIXES = ("image/", "application/vnd.jupyter.widget-view+json")
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -79,8 +94,10 @@ class Estimate:
     prose_words: int
     code_words: int
     output_words: int
+    pictures: int
     predictions: int
     checks: int
+    ground_up_checks: int
     exact_minutes: float
     minutes: int
 
@@ -123,8 +140,14 @@ def split_markdown(text: str) -> tuple[int, int]:
     return len(prose), code_words
 
 
+def is_picture(output: dict[str, Any]) -> bool:
+    """Whether an output shows a picture or a widget (not text to read)."""
+    data = output.get("data", {})
+    return isinstance(data, dict) and any(mime.startswith(PICTURE_MIME_PREFIXES) for mime in data)
+
+
 def output_words(output: dict[str, Any]) -> int:
-    """The words a class reads in one output; pictures and widgets are free."""
+    """The words a class reads in one text output; a picture or widget has none."""
     kind = output.get("output_type")
     if kind == "stream":
         return _words(_text(output.get("text", "")))
@@ -133,7 +156,7 @@ def output_words(output: dict[str, Any]) -> int:
     data = output.get("data", {})
     if not isinstance(data, dict):
         return 0
-    if any(mime.startswith(FREE_MIME_PREFIXES) for mime in data):
+    if is_picture(output):
         return 0
     if "text/html" in data:
         return _words(html.unescape(_TAG.sub(" ", _text(data["text/html"]))))
@@ -142,20 +165,39 @@ def output_words(output: dict[str, Any]) -> int:
     return 0
 
 
-def calls_check(code: str) -> bool:
-    """Whether a code cell calls `check(...)` or `check_quiz(...)`."""
+def _checked_names(code: str) -> list[str] | None:
+    """The first argument of each `check(...)` call in a cell ("" when not a plain string);
+    None when the cell does not parse."""
     try:
         tree = ast.parse(_MAGIC.sub("", code))
     except SyntaxError:
-        # A cell that does not parse (rare: cell magics) still says what it calls.
-        return re.search(r"(?<![\w.])(?:\w+\.)?(?:check|check_quiz)\s*\(", code) is not None
+        return None
+    names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             func = node.func
             name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
             if name in CHECK_FUNCTIONS:
-                return True
-    return False
+                first = node.args[0] if node.args else None
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    names.append(first.value)
+                else:
+                    names.append("")
+    return names
+
+
+def calls_check(code: str) -> bool:
+    """Whether a code cell calls `check(...)` or `check_quiz(...)`."""
+    names = _checked_names(code)
+    if names is None:
+        # A cell that does not parse (rare: cell magics) still says what it calls.
+        return re.search(r"(?<![\w.])(?:\w+\.)?(?:check|check_quiz)\s*\(", code) is not None
+    return bool(names)
+
+
+def checks_ground_up(code: str) -> bool:
+    """Whether a code cell checks an exercise the class writes from the ground up."""
+    return bool(GROUND_UP_EXERCISES.intersection(_checked_names(code) or ()))
 
 
 def counted(cell: dict[str, Any]) -> bool:
@@ -164,7 +206,7 @@ def counted(cell: dict[str, Any]) -> bool:
 
 
 def estimate_cells(name: str, cells: Iterable[dict[str, Any]]) -> Estimate:
-    prose = code = outputs = predictions = checks = 0
+    prose = code = outputs = pictures = predictions = checks = ground_up = 0
     for cell in cells:
         if not counted(cell):
             continue
@@ -173,22 +215,33 @@ def estimate_cells(name: str, cells: Iterable[dict[str, Any]]) -> Estimate:
             prose_words, code_words = split_markdown(source)
             prose += prose_words
             code += code_words
+            pictures += len(_IMAGE.findall(source)) + len(_HTML_IMG.findall(source))
             predictions += len(_PREDICT.findall(source))
         elif cell.get("cell_type") == "code":
             code += _words(source)
-            outputs += sum(output_words(output) for output in cell.get("outputs", []))
-            if calls_check(source):
+            for output in cell.get("outputs", []):
+                outputs += output_words(output)
+                pictures += is_picture(output)
+            if checks_ground_up(source):
+                ground_up += 1
+            elif calls_check(source):
                 checks += 1
     exact = (
-        prose / PROSE_WPM
+        OPEN_MINUTES
+        + prose / PROSE_WPM
         + code / CODE_WPM
         + outputs / OUTPUT_WPM
+        + pictures * PICTURE_MINUTES
         + predictions * PREDICTION_MINUTES
         + checks * CHECK_MINUTES
+        + ground_up * GROUND_UP_MINUTES
     )
     # Rounded up so that the whole minutes in the table add up to the total.
     minutes = math.ceil(round(exact, 6))
-    return Estimate(name, prose, code, outputs, predictions, checks, round(exact, 2), minutes)
+    return Estimate(
+        name, prose, code, outputs, pictures, predictions, checks + ground_up, ground_up,
+        round(exact, 2), minutes,
+    )  # fmt: skip
 
 
 def estimate(path: Path) -> Estimate:
@@ -223,23 +276,24 @@ def core_total(estimates: Iterable[Estimate]) -> int:
 
 def table(core: Sequence[Estimate], extra: Sequence[Estimate]) -> str:
     header = (
-        f"{'notebook':<36} {'prose':>6} {'code':>6} {'output':>6} {'pred':>4} {'chk':>4} {'min':>5}"
+        f"{'notebook':<36} {'prose':>6} {'code':>6} {'output':>6} {'pic':>4} {'pred':>4}"
+        f" {'chk':>4} {'min':>5}"
     )
     lines = [header, "-" * len(header)]
 
     def row(item: Estimate) -> str:
         return (
             f"{item.notebook:<36} {item.prose_words:>6} {item.code_words:>6} {item.output_words:>6}"
-            f" {item.predictions:>4} {item.checks:>4} {item.minutes:>5}"
+            f" {item.pictures:>4} {item.predictions:>4} {item.checks:>4} {item.minutes:>5}"
         )
 
     lines += [row(item) for item in core]
-    lines.append(f"{'core total (notebooks/*.ipynb)':<66} {core_total(core):>5}")
+    lines.append(f"{'core total (notebooks/*.ipynb)':<71} {core_total(core):>5}")
     if extra:
         lines.append("")
         lines += [row(item) for item in extra]
         lines.append(
-            f"{'optional (notebooks/extra/, not in the total)':<66} {core_total(extra):>5}"
+            f"{'optional (notebooks/extra/, not in the total)':<71} {core_total(extra):>5}"
         )
     return "\n".join(lines)
 
