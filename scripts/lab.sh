@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Open the course in JupyterLab: set up (quick when done), build or update the
-# student edition in course/ (scripts/student_edition.py: the answers to the
-# predictions not shown, the quiz blank, no teacher's guide; a notebook the
-# student changed is never replaced), then JupyterLab on it. A class works in
-# course/ (gitignored), never on the committed notebooks.
+# Open the course in JupyterLab: set up what the course needs and nothing more
+# (scripts/setup.sh --course says what it installs: Graphviz, the package with
+# JupyterLab, ipywidgets, graphviz, pydantic and openai; not the test tools;
+# quick when done), build or update the student edition in course/
+# (scripts/student_edition.py: the answers to the predictions not shown, the
+# quiz blank, no teacher's guide; a notebook the student changed is never
+# replaced), then JupyterLab on it. A class works in course/ (gitignored),
+# never on the committed notebooks.
 #
 #   ./scripts/lab.sh             the student edition (course/, or $AGENT17_COURSE_DIR)
 #   ./scripts/lab.sh --teacher   the committed notebooks/, answers and all
@@ -23,7 +26,7 @@ if [ "${1:-}" = "--teacher" ]; then
   teacher=1
   shift
 fi
-AGENT17_SKIP_BROWSER=1 bash scripts/setup.sh
+bash scripts/setup.sh --course
 
 # JupyterLab reads `overrides.json` in its app settings folder as the defaults
 # of every setting; a user's own choice in the Settings editor still wins.

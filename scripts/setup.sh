@@ -6,8 +6,20 @@
 # venv in .venv, the package with its development extras, and the notebooks
 # marked trusted. Safe to run again; fast when done. PYTHON picks the Python
 # (default: python3).
+#
+#   bash scripts/setup.sh            everything, the test tools too (test.sh, demo.sh)
+#   bash scripts/setup.sh --course   only what the course needs (lab.sh): Graphviz, the
+#                                    package and its own dependencies (JupyterLab,
+#                                    ipywidgets, graphviz, pydantic, openai); no test
+#                                    tools, no Chromium, no npm
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+course=0
+if [ "${1:-}" = "--course" ]; then
+  course=1
+  AGENT17_SKIP_BROWSER=1
+fi
 
 python="${PYTHON:-python3}"
 hint="e.g. PYTHON=python3.12 ./scripts/demo.sh (or test.sh)"
@@ -91,8 +103,22 @@ if [ "$make_venv" = 1 ]; then
   echo "setup: creating .venv"
   "$python" -m venv .venv
 fi
+# Up to date when its stamp is newer than pyproject.toml; the full install has the
+# course in it too.
+fresh() { [ -f "$1" ] && [ ! pyproject.toml -nt "$1" ]; }
 stamp=.venv/.agent17-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+course_stamp=.venv/.agent17-course-installed
+if [ "$course" = 1 ]; then
+  if ! fresh "$stamp" && ! fresh "$course_stamp"; then
+    runtime="$(.venv/bin/python -c 'import re, tomllib
+with open("pyproject.toml", "rb") as file:
+    needs = tomllib.load(file)["project"]["dependencies"]
+print(", ".join(re.match(r"[\w.-]+", need).group(0) for need in needs))')"
+    echo "setup: installing the course into .venv: agent17 and what it runs on ($runtime); not the test tools"
+    .venv/bin/python -m pip install -q -e .
+    touch "$course_stamp"
+  fi
+elif ! fresh "$stamp"; then
   echo "setup: installing agent17 and its extras into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e ".[dev]"

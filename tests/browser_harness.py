@@ -12,8 +12,8 @@ Reusable by any test that must see a widget work the way a student sees it:
 
 What it guarantees:
 - JupyterLab listens on 127.0.0.1 on a free port with a random token, with its
-  own HOME, config, runtime, settings and workspace folders (nothing of the
-  user's setup leaks in or is changed), and the news toast disabled.
+  own HOME, config, runtime, settings, workspace and temporary folders (nothing
+  of the user's setup leaks in or is changed), and the news toast disabled.
 - Readiness is polled on /api with the token, within a deadline; a server
   that dies early fails with the tail of its log.
 - Chromium is /usr/bin/chromium through Playwright (never `playwright install`).
@@ -106,6 +106,8 @@ def isolated_env(home: Path) -> dict[str, str]:
         "JUPYTERLAB_SETTINGS_DIR": home / "lab-settings",
         "JUPYTERLAB_WORKSPACES_DIR": home / "lab-workspaces",
         "IPYTHONDIR": home / "ipython",
+        # The kernels' temporary folders too, so a test can see what a notebook leaves.
+        "TMPDIR": home / "tmp",
     }
     for name, folder in folders.items():
         folder.mkdir(parents=True, exist_ok=True)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,3 +155,113 @@ def test_the_student_edition_shows_no_answer_and_running_it_leaves_git_clean(
             assert cell["outputs"] == []
         if cell["cell_type"] == "code" and "answer_key(" in source:
             assert cell["outputs"] == []
+
+
+RACE_NOTEBOOK = "04_many_processes.ipynb"
+RIGHT_CLAIM = """def claim_one(connection, owner):
+    row = connection.execute(
+        "UPDATE jobs SET status = 'taken', owner = ?"
+        " WHERE id = (SELECT id FROM jobs WHERE status = 'pending' ORDER BY id LIMIT 1)"
+        " RETURNING id",
+        (owner,),
+    ).fetchone()
+    return None if row is None else row[0]"""
+WORKSPACE_DEADLINE_SECONDS = 30.0
+
+
+def _code_cell(page: Any, starts_with: str) -> dict[str, Any]:
+    """The index, output text and execution count of the code cell whose source starts so."""
+    found: dict[str, Any] = page.evaluate(
+        """(start) => {
+            const cells = window.jupyterapp.shell.currentWidget.content.widgets;
+            const index = cells.findIndex(cell => cell.model.type === 'code'
+                && cell.model.sharedModel.getSource().startsWith(start));
+            if (index < 0) return null;
+            const model = cells[index].model;
+            const text = model.outputs.toJSON().map(output => [].concat(
+                output.text || (output.data && output.data['text/plain']) || '').join(''));
+            return {index, text: text.join(''), count: model.executionCount};
+        }""",
+        starts_with,
+    )
+    assert found is not None, f"no code cell starting with {starts_with!r}"
+    return found
+
+
+def _scroll_to(lab: LabSession, index: int) -> None:
+    """Bring a cell to the top of the notebook's view, for the screenshot."""
+    lab.page.evaluate(
+        """(index) => window.jupyterapp.shell.currentWidget.content.widgets[index]
+            .node.scrollIntoView({block: 'start'})""",
+        index,
+    )
+
+
+def _run_cell(lab: LabSession, starts_with: str) -> str:
+    """Run one cell as a student does (select it, Shift-Enter); its output once it has run."""
+    before = _code_cell(lab.page, starts_with)
+    lab.page.evaluate(
+        """(index) => {
+            const panel = window.jupyterapp.shell.currentWidget;
+            panel.content.activeCellIndex = index;
+            return window.jupyterapp.commands.execute('notebook:run-cell');
+        }""",
+        before["index"],
+    )
+    lab.page.wait_for_function(
+        """([index, count]) => {
+            const panel = window.jupyterapp.shell.currentWidget;
+            const model = panel.content.widgets[index].model;
+            return model.executionCount !== null && model.executionCount !== count
+                && panel.sessionContext.session.kernel.status === 'idle';
+        }""",
+        arg=[before["index"], before["count"]],
+        timeout=120_000,
+    )
+    return str(_code_cell(lab.page, starts_with)["text"])
+
+
+@pytest.mark.browser
+@pytest.mark.processes
+def test_notebook_4_races_the_students_own_claim_and_cleans_up_when_its_kernel_stops(
+    student_lab: tuple[LabSession, Path], tmp_path: Path
+) -> None:
+    lab, _ = student_lab
+    temporary = tmp_path / "home" / "tmp"  # the kernel's TMPDIR (browser_harness.isolated_env)
+    lab.open_notebook(f"notebooks/{RACE_NOTEBOOK}")
+    lab.run_all_cells()
+    assert lab.error_outputs() == []
+
+    # The starter looks, then takes: all four workers are told they got job 1.
+    race_cell = _code_cell(lab.page, "print(race_claim_one(claim_one")
+    race = race_cell["text"]
+    assert re.search(r"^\s*1\s+taken\s+4\s+yes$", race, re.MULTILINE), race
+    assert "DOUBLE TAKE" in race
+    _scroll_to(lab, race_cell["index"] - 2)
+    lab.screenshot("notebook_4_race_of_the_starter.png")
+
+    # A student writes a right claim_one into the starter's cell and races it again.
+    starter = _code_cell(lab.page, "def claim_one(")
+    lab.page.evaluate(
+        """([index, source]) => window.jupyterapp.shell.currentWidget.content
+            .widgets[index].model.sharedModel.setSource(source)""",
+        [starter["index"], RIGHT_CLAIM],
+    )
+    _run_cell(lab, "def claim_one(")
+    race = _run_cell(lab, "print(race_claim_one(claim_one")
+    rows = re.findall(r"^\s*(\d+)\s+taken\s+(\d+)\s+(yes|no)$", race, re.MULTILINE)
+    assert rows and all(told == "1" and among == "yes" for _, told, among in rows), race
+    assert "DOUBLE TAKE" not in race and race.rstrip().splitlines()[-1].startswith("OK:")
+    _scroll_to(lab, starter["index"])
+    lab.screenshot("notebook_4_race_of_a_right_claim.png")
+
+    # The notebook's workspaces are there until the kernel stops, and gone once it has.
+    left = sorted(path.name for path in temporary.glob("agent17-ch4-*"))
+    assert left, "notebook 4 made no temporary workspace: is TMPDIR the kernel's?"
+    lab.page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
+    deadline = time.monotonic() + WORKSPACE_DEADLINE_SECONDS
+    while (left := sorted(path.name for path in temporary.glob("agent17-*"))) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.1)  # polling the file system for a process's exit, with a deadline
+    assert not left, f"left behind after the kernel stopped: {left}"
