@@ -166,8 +166,7 @@ def output_words(output: dict[str, Any]) -> int:
 
 
 def _checked_names(code: str) -> list[str] | None:
-    """The first argument of each `check(...)` call in a cell ("" when not a plain string);
-    None when the cell does not parse."""
+    """Each `check(...)` call's first argument ("" if not a string); None if unparsable."""
     try:
         tree = ast.parse(_MAGIC.sub("", code))
     except SyntaxError:

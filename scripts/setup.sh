@@ -115,8 +115,6 @@ with open("pyproject.toml", "rb") as file:
     needs = tomllib.load(file)["project"]["dependencies"]
 print(", ".join(re.match(r"[\w.-]+", need).group(0) for need in needs))')"
     echo "setup: installing the course into .venv: agent17 and what it runs on ($runtime); not the test tools"
-    # A venv's bundled pip is old; a current one installs the same set faster.
-    .venv/bin/python -m pip install -q --upgrade pip
     .venv/bin/python -m pip install -q -e .
     touch "$course_stamp"
   fi
