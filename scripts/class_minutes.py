@@ -35,13 +35,15 @@ The rules (API.md, "Course layout"), made precise so two people get one number:
   the sum of the rounded minutes of the notebooks directly in `notebooks/`
   (not `notebooks/extra/`), so the table adds up.
 
-Each prediction's answer: the first cell after the prediction that carries
-`"agent17": {"answer_key": "..."}` in its metadata. That cell is tagged
-`reveal`, holds the key phrase (in its text or its output), and no cell before
-it does: no goal, heading, code, output, saved widget state or glossary entry
-linked from an earlier cell (tests/test_course.py checks every core notebook).
-The key is a short phrase that only the answer says (`lease_expired`,
-`SQLITE_BUSY_SNAPSHOT`), or a list of such phrases.
+Each prediction's answer: the first cell after the prediction (and before the
+next one) that carries `"agent17": {"answer_key": "..."}` in its metadata, a
+short phrase that only the answer says (`lease_expired`, `SQLITE_BUSY_SNAPSHOT`)
+or a list of such phrases. That cell is tagged `reveal` and says the phrase (a
+markdown cell in its text, a code cell in its output: its code is on the page
+before it runs), and nothing before it does: no goal, heading, code, output,
+saved widget state or glossary entry linked from an earlier cell. Case,
+spacing and Markdown's `*` and backticks are ignored. tests/test_course.py
+checks every core notebook.
 
 Exit status: 0 fine, 1 over the limit with --check, 2 bad input (a missing or
 unreadable notebook), with a one-line `class_minutes: <code>: ...` message.
