@@ -12,7 +12,12 @@ Here the saved state is cut down to the models the outputs name (and the models
 those name: layouts, styles, children), and each id is replaced by one derived
 from the notebook's file name and the order in which the outputs first name the
 model. Adjacent stream outputs are joined (where the kernel split them depends
-on timing). Executing the same notebook twice gives the same file, apart from
+on timing).
+
+Each widget is saved as it was when the cell that first shows it finished, not as
+the last cell left it: a stepper that later cells drive would otherwise show, before
+anything runs, the whole story they tell, answers to the predictions on the way
+included. (Run, the widget comes alive and shows what the kernel does.) Executing the same notebook twice gives the same file, apart from
 what the notebook itself prints differently (object addresses, say).
 
 Each notebook runs with its own folder as the working directory (as nbval
@@ -23,6 +28,7 @@ as it was. Exit status: 0 all written, 1 a notebook failed, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import copy
 import hashlib
 import json
 import re
@@ -96,6 +102,53 @@ def _renamed(value: Any, mapping: dict[str, str]) -> Any:
     return value
 
 
+def reachable(model_ids: list[str], state: dict[str, Any]) -> list[str]:
+    """`model_ids` and every model their states refer to, depth first (each once)."""
+    order: list[str] = []
+    pending = list(model_ids)
+    while pending:
+        model_id = pending.pop(0)
+        if model_id in order:
+            continue
+        if model_id not in state:
+            raise WidgetStateError(f"an output names model {model_id}, not saved")
+        order.append(model_id)
+        # Depth first, so a model's layout and children get the ids right after it.
+        pending[:0] = [mid for mid in _references(state[model_id]) if mid not in order]
+    return order
+
+
+class FirstViewClient(NotebookClient):  # type: ignore[misc]  # nbclient ships no type hints
+    """A NotebookClient that saves each widget as it was when the cell showing it finished."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.first_views: dict[str, tuple[Any, Any]] = {}
+
+    async def async_execute_cell(self, cell: Any, cell_index: int, *args: Any, **kwargs: Any) -> Any:
+        executed = await super().async_execute_cell(cell, cell_index, *args, **kwargs)
+        shown = list(_view_ids(cell.get("outputs", [])))
+        for model_id in reachable(shown, self.widget_state):
+            if model_id not in self.first_views:
+                buffers = self.widget_buffers.get(model_id)
+                self.first_views[model_id] = copy.deepcopy((self.widget_state[model_id], buffers))
+        return executed
+
+    def set_widgets_metadata(self) -> None:
+        last = self.widget_state, self.widget_buffers
+        self.widget_state = {**self.widget_state}
+        self.widget_buffers = {**self.widget_buffers}
+        for model_id, (state, buffers) in self.first_views.items():
+            self.widget_state[model_id] = state
+            self.widget_buffers.pop(model_id, None)
+            if buffers:
+                self.widget_buffers[model_id] = buffers
+        try:
+            super().set_widgets_metadata()
+        finally:
+            self.widget_state, self.widget_buffers = last
+
+
 def stable_id(notebook_name: str, index: int) -> str:
     """The saved id of the `index`-th model (from 0) a notebook's outputs name."""
     return hashlib.sha256(f"{notebook_name}:{index}".encode()).hexdigest()[:32]
@@ -108,19 +161,11 @@ def stabilise(nb: Any, notebook_name: str) -> int:
     """
     metadata = nb["metadata"]
     state: dict[str, Any] = metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    order: list[str] = []
-    seen: set[str] = set()
-    pending = [mid for cell in nb["cells"] for mid in _view_ids(cell.get("outputs", []))]
-    while pending:
-        model_id = pending.pop(0)
-        if model_id in seen:
-            continue
-        if model_id not in state:
-            raise WidgetStateError(f"{notebook_name}: an output names model {model_id}, not saved")
-        seen.add(model_id)
-        order.append(model_id)
-        # Depth first, so a model's layout and children get the ids right after it.
-        pending[:0] = [mid for mid in _references(state[model_id]["state"]) if mid not in seen]
+    shown = [mid for cell in nb["cells"] for mid in _view_ids(cell.get("outputs", []))]
+    try:
+        order = reachable(shown, {mid: model["state"] for mid, model in state.items()})
+    except WidgetStateError as error:
+        raise WidgetStateError(f"{notebook_name}: {error}") from None
     if not order:
         metadata.pop("widgets", None)
         return 0
@@ -158,7 +203,7 @@ def _text(value: Any) -> str:
 def execute(path: Path, timeout: int) -> int:
     """Run one notebook in place; return how many widget models it now carries."""
     nb = _read(path, as_version=4)
-    client = NotebookClient(
+    client = FirstViewClient(
         nb,
         timeout=timeout,
         resources={"metadata": {"path": str(path.parent)}},

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent17.exercises import board, claims, effects, lease, team
+from agent17.exercises import board, claims, effects, lease, task_graph, team, workspace
 from agent17.exercises._bounded import Checker, CheckResult, run_check, whole
 from agent17.exercises.race import ClaimRace, race_claim_one
 
@@ -97,6 +97,15 @@ _ALL: Final = (
         whole(claims.check_claim_one),
     ),
     Exercise(
+        "inside_workspace",
+        "Does a path stay inside the workspace? Links, hard links and `..`",
+        "05_tools_and_identity",
+        workspace.inside_workspace_starter,
+        workspace.inside_workspace_solution,
+        workspace.INSIDE_WORKSPACE_HINT,
+        workspace.INSIDE_WORKSPACE_CHECK,
+    ),
+    Exercise(
         "fenced_effect",
         "Fence a side effect by its claim",
         "05_tools_and_identity",
@@ -122,6 +131,15 @@ _ALL: Final = (
         team.wait_or_wake_solution,
         team.WAIT_HINT,
         team.WAIT_OR_WAKE_CHECK,
+    ),
+    Exercise(
+        "task_graph",
+        "The Lead's part: a described job as a task graph on the board",
+        "07_the_whole_team",
+        task_graph.task_graph_starter,
+        task_graph.task_graph_solution,
+        task_graph.TASK_GRAPH_HINT,
+        task_graph.TASK_GRAPH_CHECK,
     ),
     Exercise(
         "append_note",

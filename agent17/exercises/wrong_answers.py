@@ -23,6 +23,8 @@ from datetime import datetime
 from typing import Any, Final
 
 from agent17.domain import TaskClaim, TaskError, TaskStatus
+from agent17.exercises import wrong_graphs as graphs
+from agent17.exercises import wrong_paths as paths
 from agent17.exercises import wrong_pure as pure
 from agent17.exercises.effects import NotesFile
 from agent17.exercises.wrong_claims import (
@@ -211,6 +213,15 @@ WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
         W("every pending job at once", takes_every_pending_job, "One call takes one job"),
         W("returns the row", returns_the_row, "not the row"),
     ),
+    "inside_workspace": (
+        W("by text only", paths.by_text_only, "out is a symlink to ../outside"),
+        W("`..` by text, then the links", paths.normalises_before_resolving, "normpath knows no"),
+        W("compares text prefixes", paths.compares_text_prefixes, "starts with the same letters"),
+        W("forgets hard links", paths.forgets_hard_links, "(a hard link)"),
+        W("counts the names of folders", paths.counts_the_names_of_folders, "A folder is never"),
+        W("refuses every symlink", paths.refuses_every_symlink, "which stays inside"),
+        W("refuses every `..`", paths.refuses_every_parent, "climbs back"),
+    ),
     "fenced_effect": (
         W("trusts its memory", trusts_its_memory, "completed"),
         W("lets the error escape", lets_the_error_escape, "answer False"),
@@ -237,6 +248,20 @@ WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
         W("sleeps in slices of 0.3 s", pure.sleeps_in_slices_of_03, "went on waiting"),
         W("forgets to return", pure.forgets_to_return, "you returned None"),
     ),
+    "task_graph": (
+        W("one after the other", graphs.one_after_the_other, "which it does not need"),
+        W("no dependencies", graphs.no_dependencies, "api can start before schema"),
+        W("subjects as ids", graphs.subjects_as_ids, "ids that create_task returned"),
+        W("the tasks as ids", graphs.tasks_as_ids, "ids that create_task returned"),
+        W(
+            "release waits for the last only",
+            graphs.release_waits_for_the_last_only,
+            "page needs mockups",
+        ),
+        W("the tests wait for the api", graphs.tests_wait_for_the_api, "tests waits for api"),
+        W("forgets a task", graphs.forgets_the_fixtures, "'fixtures' is not on your board"),
+        W("one dependency twice", graphs.one_dependency_twice, "names the same task twice"),
+    ),
     "append_note": (
         W("locks only the write", locks_only_the_write, "were lost"),
         W("forgets the newline", forgets_the_newline, "run together"),
@@ -249,10 +274,12 @@ RIGHT_ANSWERS: Final[Mapping[str, tuple[Callable[..., Any], ...]]] = {
     "ready_in_order": (pure.asks_is_ready,),
     "claim_query": (pure.min_of_the_ready,),
     "lease_is_live": (pure.compares_timestamps, pure.in_utc),
+    "inside_workspace": (paths.with_realpath,),
     "next_pass": (pure.by_table,),
     "wait_or_wake": (pure.sleeps_in_short_slices,),
     "take_if_pending": (looks_under_the_write_lock, takes_with_returning),
     "claim_one": (one_statement, tries_the_next_candidate),
+    "task_graph": (graphs.release_waits_for_all,),
     "append_note": (appends,),
 }
 """Answers other than the reference solution that must pass."""
