@@ -211,7 +211,7 @@ def _lead_watches(team: Team, simulation: SimulatedTime, story: _Story) -> None:
                 leases = active_leases(team.store.events())
                 story.say(
                     "lead",
-                    "sees A and B both in progress, held at once:\n"
+                    "sees A and B both in_progress, held at once:\n"
                     + _indent(board_table(list(tasks.values()), leases=leases)),
                 )
             a_done = tasks["A"].status is TaskStatus.COMPLETED
