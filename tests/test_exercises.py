@@ -191,7 +191,17 @@ def test_no_hint_quotes_its_solution(name: str) -> None:
     assert giveaways.get(name, "\0") not in exercise.hint
 
 
-@pytest.mark.parametrize("name", ["ready_in_order", "claim_query", "lease_is_live", "next_pass"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ready_in_order",
+        "claim_query",
+        "lease_is_live",
+        "inside_workspace",
+        "next_pass",
+        "task_graph",
+    ],
+)
 def test_no_counterexample_shows_the_solutions_code(name: str) -> None:
     code = _code_lines(EXERCISES[name].solution)
     for wrong in WRONG_ANSWERS[name]:
