@@ -11,7 +11,8 @@ committed notebooks. What a student gets:
   - the outputs of code cells tagged `reveal` removed (the answer to the
     prediction above them: the student runs the cell to see it);
   - markdown cells tagged `reveal` collapsed (`metadata.jupyter.source_hidden`:
-    JupyterLab shows "..." until the student clicks it);
+    JupyterLab shows their first line and "..." until the student clicks it), with
+    a first line that says so, since the cell's own first line is the answer;
   - the quiz blank: every string in a dict literal assigned to a name that is
     passed to `check_quiz(...)` becomes "", and the outputs of the cells calling
     `check_quiz` are removed;
@@ -52,6 +53,7 @@ ASSETS = ROOT / "assets"
 COURSE = ROOT / "course"
 MANIFEST = ".student_edition.json"
 REVEAL = "reveal"
+REVEAL_FIRST_LINE = "*The answer: open it once you have run the cell above.*"
 _MAGIC = re.compile(r"^\s*[%!].*$", re.MULTILINE)
 
 
@@ -154,6 +156,7 @@ def student_notebook(notebook: dict[str, Any]) -> dict[str, Any]:
         tags = cell.get("metadata", {}).get("tags", [])
         if cell.get("cell_type") == "markdown" and REVEAL in tags:
             cell.setdefault("metadata", {}).setdefault("jupyter", {})["source_hidden"] = True
+            cell["source"] = f"{REVEAL_FIRST_LINE}\n\n{_source(cell)}"
         if cell.get("cell_type") != "code":
             continue
         source = _source(cell)

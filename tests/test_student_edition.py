@@ -71,6 +71,17 @@ def test_reveal_outputs_go_reveal_markdown_is_collapsed_other_outputs_stay() -> 
     assert "ANSWER" in _all_text(notebook)  # the committed notebook is not changed
 
 
+def test_a_collapsed_answer_shows_a_first_line_that_is_not_the_answer() -> None:
+    # JupyterLab draws a collapsed cell as its first line and "...": the answer's own first
+    # line would be on the page before the student ran anything.
+    notebook = _notebook(md("**Predict:** who?"), md("Alice, because she asked first.", "reveal"))
+    answer = edition.student_notebook(notebook)["cells"][1]
+    first, _, rest = answer["source"].partition("\n")
+    assert "Alice" not in first and first == edition.REVEAL_FIRST_LINE
+    assert rest.strip() == "Alice, because she asked first."
+    assert edition.student_notebook(notebook) == edition.student_notebook(notebook)
+
+
 def test_the_quiz_is_blank_and_its_marking_gone() -> None:
     notebook = _notebook(
         code('answers = {\n    "lease_instant": "c",\n    "flock": "b",  # sure?\n}'),

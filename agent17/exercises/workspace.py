@@ -64,9 +64,9 @@ LAYOUT: Final = """\
     outside/secret.txt      not for the model
     workspace/              the workspace
       notes/plan.md
-      notes/link.txt  ->  ../../outside/secret.txt
-      docs            ->  notes
-      out             ->  ../outside
+      notes/link.txt        -> ../../outside/secret.txt
+      docs                  -> notes
+      out                   -> ../outside
       copy.txt              {copy}
     workspace2/notes.md     beside the workspace, not in it"""
 
