@@ -53,7 +53,7 @@ ASSETS = ROOT / "assets"
 COURSE = ROOT / "course"
 MANIFEST = ".student_edition.json"
 REVEAL = "reveal"
-REVEAL_FIRST_LINE = "*The answer: open it once you have run the cell above.*"
+REVEAL_FIRST_LINE = "The answer: open it once you have run the cell above."
 _MAGIC = re.compile(r"^\s*[%!].*$", re.MULTILINE)
 
 
