@@ -10,13 +10,21 @@ import re
 import time
 from collections.abc import Callable
 from datetime import datetime
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 import agent17.exercises as exercises
 from agent17 import Task
-from agent17.exercises import EXERCISES, check, show_solution, wrong_pure
+from agent17.exercises import (
+    EXERCISES,
+    check,
+    show_solution,
+    wrong_graphs,
+    wrong_paths,
+    wrong_pure,
+)
 from agent17.exercises._bounded import run_check
 from agent17.exercises.wrong_answers import RIGHT_ANSWERS, WRONG_ANSWERS, WrongAnswer
 
@@ -113,10 +121,17 @@ def test_the_catalogue_holds_the_wrong_answers_that_once_passed() -> None:
         assert label in {wrong.label for wrong in WRONG_ANSWERS[name]}, (name, label)
 
 
-def test_each_wrong_answer_to_a_searched_exercise_says_its_mistake_in_one_line() -> None:
-    lines = inspect.getsource(wrong_pure).splitlines()
+@pytest.mark.parametrize(
+    ("module", "at_least"),
+    [(wrong_pure, 40), (wrong_paths, 7), (wrong_graphs, 8)],
+    ids=lambda value: getattr(value, "__name__", str(value)),
+)
+def test_each_wrong_answer_to_a_searched_exercise_says_its_mistake_in_one_line(
+    module: ModuleType, at_least: int
+) -> None:
+    lines = inspect.getsource(module).splitlines()
     functions = [n for n, line in enumerate(lines) if re.match(r"def [a-z]", line)]
-    assert len(functions) >= 40
+    assert len(functions) >= at_least
     for number in functions:
         assert lines[number - 1].startswith("# "), lines[number]
         assert not lines[number - 2].startswith("#"), lines[number]  # one line, not two

@@ -4,7 +4,6 @@ and alice, bob and carol run the graph on simulated time."""
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 from collections.abc import Callable
@@ -163,11 +162,3 @@ def test_a_refused_graph_gives_the_team_nothing_to_run() -> None:
     run = run_the_job(wrong_graphs.subjects_as_ids)
     assert run.refused is not None and run.refused.startswith("invalid_task_input")
     assert "the team has nothing to run" in run.story()
-
-
-def test_each_wrong_answer_says_its_mistake_in_one_line() -> None:
-    lines = inspect.getsource(wrong_graphs).splitlines()
-    functions = [n for n, line in enumerate(lines) if re.match(r"def [a-z]", line)]
-    assert len(functions) >= 8
-    for number in functions:
-        assert lines[number - 1].startswith("# "), lines[number]
