@@ -67,7 +67,7 @@ LAYOUT: Final = """\
       notes/link.txt        -> ../../outside/secret.txt
       docs                  -> notes
       out                   -> ../outside
-      copy.txt              {copy}
+      copy.txt              the text of outside/secret.txt
     workspace2/notes.md     beside the workspace, not in it"""
 
 
@@ -86,7 +86,7 @@ def build_check_folder(folder: Path) -> Path:
     (workspace / "out").symlink_to("../outside", target_is_directory=True)
     try:
         os.link(outside, workspace / "copy.txt")
-    except OSError:  # no hard links here (a browser's file system): a plain copy instead
+    except (OSError, AttributeError):  # no hard links here (the browser's Python has no os.link)
         shutil.copyfile(outside, workspace / "copy.txt")
     (folder / "workspace2").mkdir()
     (folder / "workspace2" / "notes.md").write_text("# not yours\n", encoding="utf-8")
@@ -189,13 +189,6 @@ def path_facts() -> dict[str, PathFacts]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _copy_words() -> str:
-    facts = path_facts()["copy.txt"]
-    if facts.hard_link:
-        return "a hard link: outside/secret.txt by a second name"
-    return "a copy of outside/secret.txt (this file system has no hard links)"
-
-
 def _ask(candidate: InsideWorkspace, relative: str) -> object:
     return candidate(_folder_here(), relative)
 
@@ -209,7 +202,7 @@ def _read(got: object, relative: str) -> Answer:
 def _draw(relative: str) -> str:
     facts = path_facts()[relative]
     return (
-        LAYOUT.format(copy=_copy_words())
+        LAYOUT
         + f"\n\n  inside_workspace(…/workspace, {relative!r})"
         + f"\n  leads to {facts.leads_to}: {facts.kind}"
     )
