@@ -17,8 +17,8 @@ on timing).
 Each widget is saved as it was when the cell that first shows it finished, not as
 the last cell left it: a stepper that later cells drive would otherwise show, before
 anything runs, the whole story they tell, answers to the predictions on the way
-included. (Run, the widget comes alive and shows what the kernel does.) Executing the same notebook twice gives the same file, apart from
-what the notebook itself prints differently (object addresses, say).
+included. Executing the same notebook twice gives the same file, apart from what
+the notebook itself prints differently (object addresses, say).
 
 Each notebook runs with its own folder as the working directory (as nbval
 runs it) and no timing metadata is written. A notebook whose run fails is left
@@ -125,7 +125,9 @@ class FirstViewClient(NotebookClient):  # type: ignore[misc]  # nbclient ships n
         super().__init__(*args, **kwargs)
         self.first_views: dict[str, tuple[Any, Any]] = {}
 
-    async def async_execute_cell(self, cell: Any, cell_index: int, *args: Any, **kwargs: Any) -> Any:
+    async def async_execute_cell(
+        self, cell: Any, cell_index: int, *args: Any, **kwargs: Any
+    ) -> Any:
         executed = await super().async_execute_cell(cell, cell_index, *args, **kwargs)
         shown = list(_view_ids(cell.get("outputs", [])))
         for model_id in reachable(shown, self.widget_state):

@@ -306,5 +306,5 @@ def completion_refusal(
         )
     return TaskError(
         ErrorCode.CLAIM_MISMATCH,
-        f"task {task_id} is not in progress for {owner} with that claim token",
+        f"task {task_id} is not in_progress for {owner} with that claim token",
     )
