@@ -1,81 +1,142 @@
-"""claim_one's checker: its feedback is the same text on every run (a notebook commits it and
-nbval compares it), a race is found however the candidate reaches SQLite, and a right answer
-that holds no SQLite write lock while it looks still passes.
+"""The race exercises' checkers: each catalogued wrong answer fails the same way on every run,
+with the schedule that shows it; each right answer passes every explored schedule; and the
+process race that follows claim_one's schedules still widens its window the same way.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
-import sqlite3
+import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from claim_one_answers import (
-    PICK,
-    TAKE,
-    deferred_begin,
-    gives_up_after_losing,
-    ignores_the_rowcount,
-    through_a_cursor,
-    two_transactions,
-    under_a_thread_lock,
-)
+from claim_one_answers import PICK, TAKE
 
 from agent17.exercises import EXERCISES, _jobs, check
 from agent17.exercises._jobs import SlowSelectConnection, make_jobs, open_checked
 from agent17.exercises.effects import NotesFile
+from agent17.exercises.wrong_claims import (
+    RACE_RIGHT_ANSWERS,
+    RACE_WRONG_ANSWERS,
+    deferred_begin,
+    gives_up_after_losing,
+    ignores_the_rowcount,
+    look_then_write,
+    plain_begin_look_then_write,
+    take_ignoring_the_rowcount,
+)
 
 Looking = tuple[SlowSelectConnection, threading.Barrier]
+RUNS = 5
+FOUND_AT = re.compile(r"found at schedule (\d+) \(every run finds this same one\):\n")
+HELD = re.compile(r"every one of (\d+) schedules held")
 
-EVERY_RACER = "bob, carol, dave and erin all got job 1: your SELECT and UPDATE are two separate"
+WRONG = [
+    pytest.param(name, candidate, fragment, id=f"{name}: {label}")
+    for name, answers in RACE_WRONG_ANSWERS.items()
+    for label, candidate, fragment in answers
+]
+RIGHT = [
+    pytest.param(name, candidate, id=f"{name}: {candidate.__name__}")
+    for name in RACE_WRONG_ANSWERS
+    for candidate in (EXERCISES[name].solution, *RACE_RIGHT_ANSWERS.get(name, ()))
+]
+
+
+def test_the_catalogue_holds_every_kind_of_race_mistake() -> None:
+    assert set(RACE_WRONG_ANSWERS) == {
+        "take_if_pending",
+        "claim_one",
+        "fenced_effect",
+        "append_note",
+    }
+    assert sum(len(answers) for answers in RACE_WRONG_ANSWERS.values()) >= 35
 
 
 @pytest.mark.processes
-@pytest.mark.parametrize(
-    ("candidate", "opening"),
-    [
-        (EXERCISES["claim_one"].starter, EVERY_RACER),
-        (two_transactions, EVERY_RACER),
-        (through_a_cursor, EVERY_RACER),
-        (
-            ignores_the_rowcount,
-            "4 processes were told they got job 1, but the table gives it to one of them: the"
-            " UPDATE of the other 3 changed no row",
-        ),
-        (
-            deferred_begin,
-            # No "(line N of ...)": that names the student's code, and these answers live in
-            # the package's catalogue.
-            "while 4 processes raced, 3 of them failed: your code raised OperationalError:"
-            " database is locked. With a plain BEGIN",
-        ),
-        (gives_up_after_losing, "a call returned None while jobs were still pending"),
-        (under_a_thread_lock, "Your code holds a threading lock: it keeps out the other threads"),
-    ],
-    ids=[
-        "starter",
-        "two_transactions",
-        "through_a_cursor",
-        "ignores_rowcount",
-        "deferred",
-        "gives_up",
-        "thread_lock",
-    ],
-)
-def test_a_racy_answer_gets_the_same_feedback_on_every_run(
-    candidate: Callable[..., Any], opening: str
+@pytest.mark.parametrize(("name", "candidate", "fragment"), WRONG)
+def test_a_catalogued_wrong_answer_fails_with_the_same_words_on_every_run(
+    name: str, candidate: Callable[..., Any], fragment: str
 ) -> None:
     feedbacks = set()
-    for _ in range(4):
-        result = check("claim_one", candidate)
+    for _ in range(RUNS):
+        result = check(name, candidate)
         assert not result.passed
         feedbacks.add(result.feedback)
     assert len(feedbacks) == 1, feedbacks
-    assert feedbacks.pop().startswith(opening)
+    assert fragment in feedbacks.pop()
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize(("name", "candidate"), RIGHT)
+def test_a_right_answer_passes_every_explored_schedule_on_every_run(
+    name: str, candidate: Callable[..., Any]
+) -> None:
+    feedbacks = set()
+    for _ in range(RUNS):
+        result = check(name, candidate)
+        assert result.passed, result.feedback
+        feedbacks.add(result.feedback)
+    assert len(feedbacks) == 1, feedbacks
+    held = HELD.search(feedbacks.pop())
+    assert held is not None and int(held.group(1)) >= 16
+
+
+@pytest.mark.parametrize(
+    ("name", "candidate"),
+    [
+        ("claim_one", EXERCISES["claim_one"].starter),
+        ("claim_one", ignores_the_rowcount),
+        ("claim_one", gives_up_after_losing),
+        ("claim_one", deferred_begin),
+        ("take_if_pending", EXERCISES["take_if_pending"].starter),
+        ("take_if_pending", look_then_write),
+        ("take_if_pending", take_ignoring_the_rowcount),
+        ("take_if_pending", plain_begin_look_then_write),
+    ],
+)
+def test_the_failing_schedule_is_found_deterministically(
+    name: str, candidate: Callable[..., Any]
+) -> None:
+    first, second = check(name, candidate), check(name, candidate)
+    assert not first.passed
+    found = FOUND_AT.search(first.feedback)
+    assert found is not None, first.feedback
+    schedule = first.feedback[found.end() :]
+    assert second.feedback[found.end() :] == schedule  # the same schedule text, twice
+    assert FOUND_AT.search(second.feedback).group(1) == found.group(1)  # type: ignore[union-attr]
+    assert lanes_used(schedule) == set(schedule.splitlines()[0].split())  # a race, not a solo
+
+
+def lanes_used(schedule: str) -> set[str]:
+    """The lanes of a timeline that have a row in them (its legend lines left out)."""
+    header, *rows = schedule.splitlines()
+    starts = {header.index(name): name for name in header.split()}
+    margin = min(starts)
+    used = set()
+    for line in rows:
+        if re.match(r"\s*[A-Z]+( \d+)?: ", line):
+            continue  # the legend: "SELECT: SELECT id FROM ..."
+        column = next(index for index, char in enumerate(line) if index >= margin and char != " ")
+        used.add(starts[column])
+    return used
+
+
+def test_the_starters_double_take_is_shown_statement_by_statement() -> None:
+    feedback = check("claim_one", EXERCISES["claim_one"].starter).feedback
+    assert "were both told they got job 1" in feedback
+    schedule = feedback[FOUND_AT.search(feedback).end() :].splitlines()  # type: ignore[union-attr]
+    header, rows = schedule[0], schedule[1:]
+    bob = header.index("bob")
+    # Both looked before either wrote, and both were told job 1.
+    looks = [line for line in rows if "SELECT → (1,)" in line]
+    assert len(looks) == 2 and {line.index("SELECT") == bob for line in looks} == {True, False}
+    writes = [index for index, line in enumerate(rows) if "UPDATE" in line and "row" in line]
+    assert max(rows.index(line) for line in looks) < min(writes)
+    assert sum("returns 1" in line for line in rows) == 2
 
 
 @pytest.fixture
@@ -160,40 +221,6 @@ def test_missed_updates_are_counted_through_execute_and_cursors(jobs_file: Path)
         assert connection.missed_updates == 2
     finally:
         connection.close()
-
-
-def under_a_file_lock(connection: sqlite3.Connection, owner: str) -> int | None:
-    # Right, without SQLite's write lock: every process serialises on one lock file, so the
-    # first look of the process holding it waits at the barrier until it times out.
-    database = connection.execute("PRAGMA database_list").fetchone()[2]
-    descriptor = os.open(f"{database}.claim-lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        row = connection.execute(PICK).fetchone()
-        if row is None:
-            return None
-        connection.execute(TAKE, (owner, row[0]))
-        return int(row[0])
-    finally:
-        os.close(descriptor)
-
-
-@pytest.mark.processes
-def test_a_right_answer_that_serialises_without_sqlite_still_passes() -> None:
-    result = check("claim_one", under_a_file_lock)
-    assert result.passed, result.feedback
-
-
-def test_the_lost_edit_starter_always_fails_as_a_lost_edit_with_the_same_words() -> None:
-    # Notebook 07 commits this feedback. A half-written file seen by a reader used
-    # to make it say "doubled or run together" now and then, the wrong diagnosis.
-    feedbacks = set()
-    for _ in range(5):
-        result = check("append_note", EXERCISES["append_note"].starter)
-        assert not result.passed
-        feedbacks.add(result.feedback)
-    assert len(feedbacks) == 1, feedbacks
-    assert feedbacks.pop().startswith("some of the 60 notes were lost")
 
 
 def test_a_notes_file_write_replaces_the_file_whole_and_leaves_no_scratch_file(

@@ -10,12 +10,10 @@ when nobody else can look anyway; then the wait comes when that transaction
 ends, if it wrote nothing: a look made under the lock and taken after it is two
 steps too), and every SELECT pauses a little. A look-then-take that is not one
 step for everyone else therefore loses the race on every run, always on job 1,
-so the feedback is the same text every time. It can also let another writer in
-between a candidate's SELECT and its next statement (`interfere`), which is how
-take_if_pending's look-then-write is caught.
+so the feedback is the same text every time.
 
-`run_race` is shared by the claim_one checker and by `race_claim_one`, the
-notebook's race of a student's own claim.
+`run_race` is shared by claim_one's check (its last step, after the schedules)
+and by `race_claim_one`, the notebook's race of a student's own claim.
 """
 
 from __future__ import annotations
@@ -57,18 +55,9 @@ class SlowSelectConnection(sqlite3.Connection):
 
     missed_updates = 0
     first_look: Any = None  # in a race: the barrier every worker's first SELECT meets
-    # Run once before the first statement that follows a SELECT: another writer's turn.
-    interfere: Callable[[], None] | None = None
     _writing = False  # this transaction holds the write lock
-    _looked = False  # a SELECT ran since `interfere` was set
     # The first look was made holding the write lock: its barrier waits for the lock's end.
     _held_look: Any = None
-
-    def before_statement(self) -> None:
-        """After a SELECT, let `interfere` (another writer) in before the next statement."""
-        if self._looked and self.interfere is not None:
-            interfere, self.interfere = self.interfere, None
-            interfere()
 
     # Any: typeshed spells cursor() as two overloads, and one signature serves both here.
     def cursor(self, factory: Any = None) -> Any:
@@ -90,7 +79,6 @@ class SlowSelectConnection(sqlite3.Connection):
             self._writing = True
             self._held_look = None  # look and take in one write transaction: one step
         elif verb == "SELECT":
-            self._looked = self.interfere is not None
             time.sleep(PAUSE_AFTER_SELECT_SECONDS)
             barrier, self.first_look = self.first_look, None
             if barrier is not None and self.in_transaction and self._writing:
@@ -115,8 +103,6 @@ def _meet(barrier: Any) -> None:
 class _SlowCursor(sqlite3.Cursor):
     def execute(self, sql: str, parameters: Any = (), /) -> Self:
         connection = self.connection
-        if isinstance(connection, SlowSelectConnection):
-            connection.before_statement()
         cursor = super().execute(sql, parameters)
         if isinstance(connection, SlowSelectConnection):
             connection.after_statement(sql, cursor.rowcount)
@@ -153,6 +139,15 @@ def open_checked(path: Path) -> SlowSelectConnection:
         timeout=BUSY_TIMEOUT_SECONDS,
         factory=SlowSelectConnection,
     )
+    connection.execute("PRAGMA journal_mode = WAL")
+    connection.execute("PRAGMA reverse_unordered_selects = ON")
+    return connection
+
+
+def open_alone(path: Path) -> sqlite3.Connection:
+    """The connection a candidate gets when it runs alone: autocommit, WAL, unordered SELECTs
+    reversed (see `open_checked`)."""
+    connection = sqlite3.connect(path, isolation_level=None, timeout=0)
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA reverse_unordered_selects = ON")
     return connection

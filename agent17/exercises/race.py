@@ -1,4 +1,4 @@
-"""Race your own claim: `race_claim_one(claim_one)` runs it from several OS processes at once.
+"""Race a claim from several OS processes at once: claim_one's last check, and `race_claim_one`.
 
     from agent17.exercises import race_claim_one
 
@@ -19,10 +19,84 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from agent17.exercises._jobs import WORKER_NAMES, ClaimOne, run_race
-from agent17.exercises.claims import judge_race
+from agent17.exercises._jobs import WORKER_NAMES, ClaimOne, Report, run_race
 
 MAX_JOBS: Final = 200
+WORKERS: Final = 4  # claim_one's check: processes started together...
+JOBS: Final = 24  # ...taking this many jobs until none is left
+
+
+def judge_race(reports: dict[str, Report], jobs: dict[int, tuple[str, str | None]]) -> str | None:
+    """What went wrong in a race, in words (None: each job went to exactly one caller)."""
+    # Name only what the widened window makes the same on every run: the first job, and
+    # who failed or was told what about it, never who happened to write last.
+    failed = [owner for owner, report in sorted(reports.items()) if report.error is not None]
+    if failed:
+        error = str(reports[failed[0]].error)
+        locked = "locked" in error or "busy" in error.lower()
+        advice = (
+            " With a plain BEGIN a reader cannot always become a writer: SQLite answers"
+            " 'database is locked' at once instead of waiting. Take the write lock"
+            " first: BEGIN IMMEDIATE."
+            if locked
+            else ""
+        )
+        who = "one of them failed" if len(failed) == 1 else f"{len(failed)} of them failed"
+        return f"while {len(reports)} processes raced, {who}: {error}.{advice}"
+    said: dict[int, list[str]] = {}
+    for owner, report in sorted(reports.items()):
+        for job in report.taken:
+            said.setdefault(job, []).append(owner)
+    for job, owners in sorted(said.items()):
+        holder = jobs[job][1]
+        wrongly_told = [owner for owner in owners if owner != holder]
+        if not wrongly_told:
+            continue
+        if len(owners) > 1 and all(reports[owner].missed_updates == 0 for owner in owners):
+            who = f"{', '.join(owners[:-1])} and {owners[-1]}"
+            every = "both" if len(owners) == 2 else "all"
+            return (
+                f"{who} {every} got job {job}: your SELECT and UPDATE are two separate steps, so"
+                " one looked while another had not written yet, and each wrote. Make them one"
+                " transaction (BEGIN IMMEDIATE ... COMMIT) or one statement."
+            )
+        if len(owners) > 1:
+            return (
+                f"{len(owners)} processes were told they got job {job}, but the table gives it"
+                f" to one of them: the UPDATE of the other {len(wrongly_told)} changed no row"
+                " (someone was first), yet your code returned the id. Return an id only when"
+                " the cursor's rowcount is 1."
+            )
+        return (
+            f"{wrongly_told[0]} was told it got job {job}, but the table says it is {holder}'s:"
+            " your UPDATE changed no row for it (someone was first), yet you returned the id."
+            " Return an id only when the cursor's rowcount is 1."
+        )
+    if any(report.none_while_pending for report in reports.values()):
+        return (
+            "a call returned None while jobs were still pending: None means that no job is"
+            " pending at all. Losing one job to someone faster is no reason to stop: what is"
+            " still there to take?"
+        )
+    pending = [job for job, (status, _) in jobs.items() if status == "pending"]
+    if pending:
+        return (
+            f"the processes stopped while job {pending[0]} was still pending: a job was lost"
+            " (did a call return None while work was left?)"
+        )
+    unreported = [job for job in jobs if job not in said]
+    if unreported:
+        job = unreported[0]
+        return f"job {job} is marked taken by {jobs[job][1]}, but no call returned it"
+    return None
+
+
+def race_problem(candidate: ClaimOne, folder: Path) -> str | None:
+    """What went wrong when WORKERS processes raced for JOBS jobs (None: nothing did)."""
+    outcome = run_race(candidate, folder, WORKERS, JOBS)
+    if isinstance(outcome, str):
+        return outcome
+    return judge_race(*outcome)
 
 
 @dataclass(frozen=True, slots=True)

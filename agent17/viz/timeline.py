@@ -137,25 +137,36 @@ def _tick_step(span_seconds: float) -> int:
     return _TICK_STEPS[-1] * (int(span_seconds // (_TICK_STEPS[-1] * 8)) + 1)
 
 
-def _svg(bars: Sequence[LeaseBar], owners: Sequence[str], origin: datetime | None) -> str:
-    height = TOP + LANE * max(len(owners), 1) + AXIS
-    parts = [
+def svg_start(height: float, title: str, legend: str, defs: Sequence[str] = ()) -> list[str]:
+    """The opening of a timeline picture WIDTH wide: white ground, bold title, legend line."""
+    return [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}"'
         f' viewBox="0 0 {WIDTH} {height}" font-family="Helvetica, Arial, sans-serif"'
         ' font-size="12">',
         "<defs>",
-        '<pattern id="expired-hatch" patternUnits="userSpaceOnUse" width="6" height="6"'
-        ' patternTransform="rotate(45)">',
-        '<rect width="6" height="6" fill="#fbd5bd"/>',
-        '<line x1="0" y1="0" x2="0" y2="6" stroke="#d55e00" stroke-width="3"/>',
-        "</pattern>",
+        *defs,
         "</defs>",
         '<rect width="100%" height="100%" fill="#ffffff"/>',
-        '<text x="8" y="16" font-weight="bold">lease timeline</text>'
-        '<text x="8" y="31" font-size="11" fill="#444444">dashed box: the lease'
-        " [claimed_at, lease_expires_at) · green: the work, | when completed ·"
-        " hatched: the lease ran out, x at its end</text>",
+        f'<text x="8" y="16" font-weight="bold">{escape(title)}</text>'
+        f'<text x="8" y="31" font-size="11" fill="#444444">{escape(legend)}</text>',
     ]
+
+
+def _svg(bars: Sequence[LeaseBar], owners: Sequence[str], origin: datetime | None) -> str:
+    height = TOP + LANE * max(len(owners), 1) + AXIS
+    parts = svg_start(
+        height,
+        "lease timeline",
+        "dashed box: the lease [claimed_at, lease_expires_at) · green: the work, | when"
+        " completed · hatched: the lease ran out, x at its end",
+        (
+            '<pattern id="expired-hatch" patternUnits="userSpaceOnUse" width="6" height="6"'
+            ' patternTransform="rotate(45)">',
+            '<rect width="6" height="6" fill="#fbd5bd"/>',
+            '<line x1="0" y1="0" x2="0" y2="6" stroke="#d55e00" stroke-width="3"/>',
+            "</pattern>",
+        ),
+    )
     if not bars or origin is None:
         parts.append(f'<text x="{LEFT}" y="{TOP + 20}">no claims yet</text>')
         parts.append("</svg>")
