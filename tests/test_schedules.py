@@ -333,3 +333,12 @@ def test_a_threading_lock_is_refused_before_any_schedule(tmp_path: Path) -> None
             return None
 
     assert "its own copy of the lock" in str(explore_claim_one(claim_one, tmp_path))
+
+
+def test_a_notebook_shows_a_race_verdict_as_its_words(tmp_path: Path) -> None:
+    from IPython.lib.pretty import pretty
+
+    exploration = explore_claim_one(EXERCISES["claim_one"].starter, tmp_path)
+    assert not isinstance(exploration, str)
+    result = broken_result(exploration)
+    assert pretty(result) == str(result) and str(result).startswith("NOT YET: ")

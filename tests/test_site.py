@@ -11,11 +11,16 @@ Each core notebook runs top to bottom; then:
   as their saved output and one line saying where they run;
 - the stepper's buttons change the board picture (notebook 06's last panel);
 - two exercise checks run in the kernel: the starter answer gets NOT YET, the
-  right answer passes; and every exercise the browser can check passes there.
+  right answer passes; and every exercise the browser can check passes there;
+- the race exercises are checked schedule by schedule in the kernel: each starter gets
+  NOT YET with the schedule that broke it (claim_one's shown, words and picture), a
+  right answer typed into a cell passes (the seconds each check took go to
+  test-artifacts/site_race_checks.txt).
 """
 
 from __future__ import annotations
 
+import base64
 import inspect
 import json
 import textwrap
@@ -45,11 +50,9 @@ STEPPER_NOTEBOOK = "06_the_idle_loop.ipynb"
 SVG_IMAGE = ".widget-output [data-mime-type='image/svg+xml'] img"
 WAIT_MS = 60_000
 # The exercises whose check needs what a browser tab has not: OS processes or threads.
-NOT_CHECKABLE_IN_THE_BROWSER = {
-    "claim_one": "races two OS processes on one SQLite file",
-    "wait_or_wake": "a second thread sets the wake",
-    "append_note": "two teammates' threads write one file",
-}
+NOT_CHECKABLE_IN_THE_BROWSER = {"wait_or_wake": "a second thread sets the wake"}
+# Checked schedule by schedule, each worker's call suspended at its points (JSPI).
+RACE_EXERCISES = ("claim_one", "take_if_pending", "append_note")
 
 pytestmark = pytest.mark.browser
 
@@ -235,6 +238,35 @@ def test_an_exercise_says_not_yet_to_the_starter_and_passes_the_right_answer(sit
     assert site.browser.blocked == []
 
 
+def _new_cell(page: Any, source: str) -> int:
+    """Add a code cell holding `source` at the end of the open notebook; its index."""
+    index = int(page.evaluate("() => window.jupyterapp.shell.currentWidget.content.widgets.length"))
+    page.evaluate(
+        """(source) => {
+            const panel = window.jupyterapp.shell.currentWidget;
+            panel.content.activeCellIndex = panel.content.widgets.length - 1;
+            window.jupyterapp.commands.execute('notebook:insert-cell-below');
+            panel.content.activeCell.model.sharedModel.setSource(source);
+        }""",
+        source,
+    )
+    page.wait_for_function(
+        "(n) => window.jupyterapp.shell.currentWidget.content.widgets.length > n",
+        arg=index,
+        timeout=WAIT_MS,
+    )
+    return index
+
+
+def _verdicts(text: str) -> dict[str, str]:
+    """The "verdict: NAME ..." lines a probe cell printed: name -> the rest of the line."""
+    return {
+        line.split()[1]: line.split(None, 2)[2]
+        for line in (each.removeprefix("stdout: ") for each in text.splitlines())
+        if line.startswith("verdict:")
+    }
+
+
 def test_every_exercise_that_needs_no_os_process_is_checkable_in_the_browser(site: Site) -> None:
     page = site.ran(STEPPER_NOTEBOOK)
     probe = textwrap.dedent(
@@ -246,28 +278,67 @@ def test_every_exercise_that_needs_no_os_process_is_checkable_in_the_browser(sit
             print("verdict:", _name, "PASSED" if _result.passed else "NOT YET")
         """
     )
-    index = int(page.evaluate("() => window.jupyterapp.shell.currentWidget.content.widgets.length"))
-    page.evaluate(
-        """(source) => {
-            const panel = window.jupyterapp.shell.currentWidget;
-            panel.content.activeCellIndex = panel.content.widgets.length - 1;
-            window.jupyterapp.commands.execute('notebook:insert-cell-below');
-            panel.content.activeCell.model.sharedModel.setSource(source);
-        }""",
-        probe,
-    )
-    page.wait_for_function(
-        "(n) => window.jupyterapp.shell.currentWidget.content.widgets.length > n",
-        arg=index,
-        timeout=WAIT_MS,
-    )
+    index = _new_cell(page, probe)
     _run_cells(page, [index])
     text = _cell_text(page, index)
-    verdicts = {
-        line.split()[1]: line.split(None, 2)[2]
-        for line in (each.removeprefix("stdout: ") for each in text.splitlines())
-        if line.startswith("verdict:")
-    }
+    verdicts = _verdicts(text)
     assert set(verdicts) == set(EXERCISES), text
     checkable = {name for name in EXERCISES if name not in NOT_CHECKABLE_IN_THE_BROWSER}
     assert {name for name, verdict in verdicts.items() if verdict == "PASSED"} == checkable
+
+
+def _right_answer_in_a_cell(name: str) -> str:
+    """The exercise's reference solution, as a student would type it into a cell."""
+    source = textwrap.dedent(inspect.getsource(EXERCISES[name].solution))
+    return source.replace(f"def {name}_solution(", f"def {name}(", 1)
+
+
+def test_the_race_exercises_are_checked_schedule_by_schedule_in_the_browser(site: Site) -> None:
+    page = site.ran(STEPPER_NOTEBOOK)
+    answers = "\n\n".join(_right_answer_in_a_cell(name) for name in RACE_EXERCISES)
+    probe = answers + textwrap.dedent(
+        f"""
+        import time as _time
+        from agent17.exercises import EXERCISES as _EXERCISES, check as _check
+        for _name in {RACE_EXERCISES!r}:
+            _answers = ("starter", _EXERCISES[_name].starter), ("right", globals()[_name])
+            for _which, _candidate in _answers:
+                _started = _time.monotonic()
+                _result = _check(_name, _candidate)
+                _took = _time.monotonic() - _started
+                _verdict = "PASSED" if _result.passed else "NOT YET"
+                print("verdict:", f"{{_name}}/{{_which}}", _verdict, f"{{_took:.1f}}")
+        _check("claim_one", _EXERCISES["claim_one"].starter)
+        """
+    )
+    index = _new_cell(page, probe)
+    _run_cells(page, [index])
+    (cell,) = [c for i, c in enumerate(cell_outputs(page)) if i == index]
+    verdicts = _verdicts(_cell_text(page, index))
+    expected = {f"{name}/{which}" for name in RACE_EXERCISES for which in ("starter", "right")}
+    assert set(verdicts) == expected, verdicts
+    for name in RACE_EXERCISES:
+        assert verdicts[f"{name}/starter"].startswith("NOT YET"), name
+        assert verdicts[f"{name}/right"].startswith("PASSED"), name
+    ARTIFACTS.mkdir(exist_ok=True)
+    seconds = "\n".join(
+        f"{key} {verdict.split()[-1]} s" for key, verdict in sorted(verdicts.items())
+    )
+    (ARTIFACTS / "site_race_checks.txt").write_text(seconds + "\n", encoding="utf-8")
+    print(seconds)
+    # The starter's verdict, shown as a cell shows it: the words with the timeline among
+    # them, and the picture of the same schedule beside them.
+    (shown,) = [out for out in cell["outputs"] if out.get("output_type") == "execute_result"]
+    words = "".join(shown["data"]["text/plain"])
+    assert words.startswith("NOT YET:") and "were both told they got job 1" in words
+    timeline = words.split("every run finds this same one):\n", 1)[1].splitlines()
+    assert timeline[0].split() == ["alice", "bob"]
+    assert sum("SELECT → (1,)" in line for line in timeline) == 2
+    drawing = "".join(shown["data"]["text/html"]).split("data:image/svg+xml;base64,", 1)[1]
+    svg = base64.b64decode(drawing.split('"', 1)[0]).decode("utf-8")
+    assert "the schedule that broke the rule" in svg and svg.count('class="returns"') == 2
+    picture = page.locator(".jp-OutputArea-output img[alt='the schedule that broke the rule']")
+    picture.last.scroll_into_view_if_needed(timeout=WAIT_MS)
+    page.screenshot(path=str(ARTIFACTS / "site_race_check.png"))
+    assert site.browser.page_errors == []
+    assert site.browser.blocked == []

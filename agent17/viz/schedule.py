@@ -88,8 +88,8 @@ def schedule_picture(
     parts = svg_start(
         height,
         title,
-        "one lane per worker, one row per step, time running down · blue: a statement or"
-        " file step · amber: waits for a lock · green: a call returns · vermillion: an error",
+        "a lane per worker, a row per step, time running down · blue: a statement or file"
+        " step · amber: waits · green: returns · vermillion: an error",
     )
     for index, lane in enumerate(lanes):
         x = LEFT + column * index

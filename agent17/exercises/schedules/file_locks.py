@@ -5,7 +5,8 @@ processes. A kernel lock cannot stand in for the lock between processes here:
 a POSIX record lock never excludes a thread of the same process, and a flock
 that makes a worker wait blocks a thread the scheduler then waits for. So while
 a schedule is explored, `fcntl.flock`, `fcntl.lockf` and `os.close` called by a
-worker go through a table of the scheduler's own, one entry per file (device
+worker go through a table of the scheduler's own (and `os.open` notes each
+descriptor's file name, for the timeline), one entry per file (device
 and inode): taking a lock is a point, a lock another worker holds makes the
 worker wait there (or raises BlockingIOError for LOCK_NB), and closing the
 descriptor lets the lock go, as the kernel would. Called by anything that is
@@ -26,7 +27,7 @@ from agent17.exercises.schedules.run import Run, Worker, WouldWait
 
 Key = tuple[int, int]
 
-_PLAYED: Final = (("flock", fcntl), ("lockf", fcntl), ("close", os))
+_PLAYED: Final = (("flock", fcntl), ("lockf", fcntl), ("close", os), ("open", os))
 # The functions played over, as they were when `played` began (the browser's stand-in
 # fcntl has a flock, from agent17.browser, but no lockf: None then).
 _REAL: dict[str, Any] = {}
@@ -36,12 +37,6 @@ _ACTIVE: list[FileLocks] = []  # the table of the schedule being played, while o
 def _key(descriptor: int) -> Key:
     status = os.fstat(descriptor)
     return status.st_dev, status.st_ino
-
-
-def _name(descriptor: int) -> str:
-    with contextlib.suppress(OSError):
-        return os.path.basename(os.readlink(f"/proc/self/fd/{descriptor}"))
-    return f"descriptor {descriptor}"
 
 
 @dataclass(eq=False)
@@ -62,6 +57,7 @@ class FileLocks:
 
     run: Run
     held: dict[Key, dict[str, tuple[int, bool]]] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)  # descriptor -> the file's name
 
     def clashes(self, name: str, key: Key, exclusive: bool) -> bool:
         """Whether worker `name` would have to wait for that lock."""
@@ -71,7 +67,7 @@ class FileLocks:
     def lock(self, descriptor: Any, operation: int) -> None:
         """flock/lockf by the running worker, at a point of its own."""
         number = descriptor if isinstance(descriptor, int) else descriptor.fileno()
-        key, name = _key(number), _name(number)
+        key, name = _key(number), self._name(descriptor, number)
         if operation & fcntl.LOCK_UN:
             self.run.point("unlock")
             self.run.record("unlock", name, "")
@@ -91,6 +87,17 @@ class FileLocks:
 
         self.run.attempt(action, name, take)
         self.run.record(action, name, "held")
+
+    def _name(self, descriptor: Any, number: int) -> str:
+        # A file object knows its name; a bare descriptor's was noted when `os.open` made it.
+        name = getattr(descriptor, "name", None)
+        if isinstance(name, str | os.PathLike):
+            return os.path.basename(name)
+        return self.names.get(number, "a file")
+
+    def opened(self, path: Any, descriptor: int) -> None:
+        """The running worker opened `path` as `descriptor`: its name, for the timeline."""
+        self.names[descriptor] = os.path.basename(os.fsdecode(path))
 
     def closing(self, descriptor: int) -> None:
         """The running worker closes `descriptor`: the locks taken through it end."""
@@ -150,12 +157,20 @@ def _close(descriptor: int) -> Any:
     return _REAL["close"](descriptor)
 
 
-_STAND_INS: Final = {"flock": _flock, "lockf": _lockf, "close": _close}
+def _open(path: Any, flags: int, *rest: Any, **options: Any) -> Any:
+    descriptor = _REAL["open"](path, flags, *rest, **options)
+    table = _in_turn()
+    if table is not None:
+        table.opened(path, descriptor)
+    return descriptor
+
+
+_STAND_INS: Final = {"flock": _flock, "lockf": _lockf, "close": _close, "open": _open}
 
 
 @contextlib.contextmanager
 def played(locks: FileLocks) -> Iterator[FileLocks]:
-    """While the block runs, a worker's flock, lockf and os.close go through `locks`."""
+    """While the block runs, a worker's flock, lockf, os.open and os.close go through `locks`."""
     if _ACTIVE:
         raise RuntimeError("one schedule at a time")
     _ACTIVE.append(locks)

@@ -132,7 +132,8 @@ def from_plain(data: Any) -> Exploration | str:
     )
 
 
-@dataclass(frozen=True, slots=True)
+# repr=False: a __repr__ of its own would come before CheckResult's _repr_pretty_ in IPython.
+@dataclass(frozen=True, slots=True, repr=False)
 class RaceResult(CheckResult):
     """A race check's verdict; when it failed, with the picture of the schedule that broke it.
 
