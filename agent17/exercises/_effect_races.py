@@ -205,6 +205,13 @@ class ScheduledStore:
         return call
 
 
+def _board(folder: Path, clock: ManualClock, next_number: int) -> SqliteTaskStore:
+    return SqliteTaskStore(
+        folder, clock=clock, new_task_id=uuid_sequence(17, next_number),
+        new_claim_token=uuid_sequence(71, next_number), lease_seconds=LEASE_SECONDS,
+    )  # fmt: skip
+
+
 class FenceWorld:
     """One schedule's board: alice holds the task; the rules know when her claim ended."""
 
@@ -213,13 +220,17 @@ class FenceWorld:
         self.run = run
         folder = scenario.folder / "board"
         shutil.rmtree(folder, ignore_errors=True)
+        template = scenario.folder / f"board-{scenario.task}"
+        if not template.exists():  # made once, copied for every schedule
+            made = _board(template, ManualClock(), 1)
+            made.claim_task(made.create_task(scenario.task).id, "alice")
+            made.close()
+        shutil.copytree(template, folder)
         self.clock = ManualClock()
-        self.store = SqliteTaskStore(
-            folder, clock=self.clock, new_task_id=uuid_sequence(17),
-            new_claim_token=uuid_sequence(71), lease_seconds=LEASE_SECONDS,
-        )  # fmt: skip
-        self.task = self.store.create_task(scenario.task)
-        self.claim: TaskClaim = self.store.claim_task(self.task.id, "alice")
+        self.store = _board(folder, self.clock, 2)
+        (self.task,) = self.store.list_tasks()
+        token = self.store.issued_claim_tokens()[0]
+        self.claim: TaskClaim = self.store.verify_claim(self.task.id, "alice", token)
         self.names = {self.task.id: scenario.task, self.claim.claim_token: "alice's token"}
         for value, name in self.names.items():
             run.hide(value, name)

@@ -34,6 +34,7 @@ from agent17.exercises.schedules import (
     Worker,
     World,
     WriteLock,
+    listed,
     open_scheduled,
     played,
 )
@@ -57,8 +58,7 @@ def _busy(error: BaseException) -> bool:
 
 def _both(names: list[str]) -> str:
     """ "bob and alice were both" / "bob, alice and carol were all"."""
-    every = "both" if len(names) == 2 else "all"
-    return f"{', '.join(names[:-1])} and {names[-1]} were {every}"
+    return f"{listed(names)} were {'both' if len(names) == 2 else 'all'}"
 
 
 @dataclass(frozen=True, slots=True)

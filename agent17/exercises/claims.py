@@ -29,7 +29,7 @@ from agent17.exercises._jobs import ClaimOne, make_jobs, open_alone, read_jobs
 # Notebook 04 shows the race's connection from here, the claim exercises' own module.
 from agent17.exercises._jobs import SlowSelectConnection as SlowSelectConnection
 from agent17.exercises.race import JOBS, WORKERS, race_problem
-from agent17.exercises.schedules import Exploration, explore_race, to_plain, verdict
+from agent17.exercises.schedules import Exploration, explore_race, listed, to_plain, verdict
 
 WHO: Final = "the workers"
 
@@ -142,8 +142,7 @@ def explore_claim_one(candidate: ClaimOne, folder: Path) -> Exploration | str:
     """claim_one's race, schedule by schedule: each worker calls it until it returns None."""
 
     def scenario(workers: tuple[str, ...], jobs: int) -> JobsScenario:
-        names = " and ".join((", ".join(workers[:-1]), workers[-1]))
-        name = f"{names}, {jobs} job{'' if jobs == 1 else 's'}"
+        name = f"{listed(workers)}, {jobs} job{'' if jobs == 1 else 's'}"
         return JobsScenario(
             name, workers, jobs_template(folder, jobs), folder, candidate, ClaimWorld
         )

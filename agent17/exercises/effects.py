@@ -18,7 +18,7 @@ from agent17.domain import TaskClaim, TaskError
 from agent17.exercises._bounded import CheckResult
 from agent17.exercises._effect_races import FenceScenario, NotesScenario
 from agent17.exercises._notes import NotesFile as NotesFile  # what append_note is handed
-from agent17.exercises.schedules import Exploration, explore_race, to_plain, verdict
+from agent17.exercises.schedules import Exploration, explore_race, listed, to_plain, verdict
 from agent17.store.sqlite import SqliteTaskStore
 
 # -- fenced_effect ------------------------------------------------------------------------
@@ -80,10 +80,14 @@ def explore_fenced_effect(candidate: Any, folder: Path) -> Exploration | str:
     )
 
 
+def _schedules(explore: Callable[[Any, Path], Exploration | str], candidate: Any) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="agent17-exercise-") as folder:
+        return {"schedules": to_plain(explore(candidate, Path(folder)))}
+
+
 def run_fenced_effect(candidate: FencedEffect) -> dict[str, Any]:
     """Where the candidate runs: the schedules, as plain data."""
-    with tempfile.TemporaryDirectory(prefix="agent17-exercise-") as folder:
-        return {"schedules": to_plain(explore_fenced_effect(candidate, Path(folder)))}
+    return _schedules(explore_fenced_effect, candidate)
 
 
 def judge_fenced_effect(data: Any) -> CheckResult:
@@ -137,8 +141,7 @@ def explore_append_note(candidate: AppendNote, folder: Path) -> Exploration | st
     """Teammates adding notes to one file, every read, write, append and lock a point."""
 
     def scenario(workers: tuple[str, ...], notes: int) -> NotesScenario:
-        names = " and ".join((", ".join(workers[:-1]), workers[-1]))
-        name = f"{names}, {notes} note{'' if notes == 1 else 's'} each"
+        name = f"{listed(workers)}, {notes} note{'' if notes == 1 else 's'} each"
         return NotesScenario(name, workers, notes, folder, candidate)
 
     pair, trio = ("alice", "bob"), ("alice", "bob", "carol")
@@ -154,8 +157,7 @@ def explore_append_note(candidate: AppendNote, folder: Path) -> Exploration | st
 
 def run_append_note(candidate: AppendNote) -> dict[str, Any]:
     """Where the candidate runs: the schedules, as plain data."""
-    with tempfile.TemporaryDirectory(prefix="agent17-exercise-") as folder:
-        return {"schedules": to_plain(explore_append_note(candidate, Path(folder)))}
+    return _schedules(explore_append_note, candidate)
 
 
 def judge_append_note(data: Any) -> CheckResult:

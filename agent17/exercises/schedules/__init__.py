@@ -22,6 +22,7 @@ from agent17.exercises.schedules.verdict import (
     explore_race,
     explored_words,
     from_plain,
+    listed,
     to_plain,
     verdict,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "explore_race",
     "explored_words",
     "from_plain",
+    "listed",
     "open_scheduled",
     "played",
     "timeline_text",

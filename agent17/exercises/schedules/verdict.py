@@ -44,6 +44,11 @@ def uses_a_thread_lock(candidate: Any) -> bool:
     return any(isinstance(value, _THREAD_LOCKS) for value in seen)
 
 
+def listed(names: Sequence[str]) -> str:
+    """Names as a sentence lists them: "alice and bob", "alice, bob and carol"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def thread_lock_refusal(who: str) -> str:
     """Why a threading lock cannot keep `who` (the workers, the teammates) apart."""
     return (
