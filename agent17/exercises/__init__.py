@@ -10,16 +10,19 @@ Each exercise has a `starter` (what a first attempt looks like: it fails),
 a `hint` (a nudge, not the answer) and the notebook it belongs to; its
 reference solution is for after your own: `show_solution(name)` prints it once
 `check(name, ...)` has passed in this kernel. `race_claim_one(claim_one)` races
-your own claim from several OS processes on one file and shows the table. `check(name, candidate)`
-never raises: a wrong answer, an exception or an endless loop is a failed
-check with the reason.
+your own claim from several OS processes on one file and shows the table.
+`check(name, candidate)` never raises: a wrong answer, an exception or an endless
+loop is a failed check with the reason.
 
-An exercise whose answer is a function of its arguments is compared with the reference on
-every input of a small complete space, and a failure shows the smallest input where they
-differ (`search`). Every check runs its candidate in a sandbox (`_bounded`): a child process
-with a deadline, in a scratch folder, whose processes all end with the check; the verdict is
-reached outside it, from plain values. So a candidate defined in a notebook cell works, no
-candidate can hang the notebook, and none can reach the verdict.
+An exercise whose answer is a function of its arguments is compared with the
+reference on every input of a small complete space, and a failure shows the
+smallest input where they differ (`search`); a race exercise is played schedule
+by schedule (`schedules`), and a failure shows the schedule that broke the rule.
+Every check runs its candidate in a sandbox (`_bounded`): a child process with a
+deadline, in a scratch folder, whose processes all end with the check; the
+verdict is reached outside it, from plain values. So a candidate defined in a
+notebook cell works, no candidate can hang the notebook, and none can reach the
+verdict.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from agent17.exercises import board, claims, effects, lease, task_graph, team, workspace
-from agent17.exercises._bounded import Checker, CheckResult, run_check, whole
+from agent17.exercises._bounded import Checker, CheckResult, run_check
 from agent17.exercises.race import ClaimRace, race_claim_one
 
 CHECK_TIMEOUT_SECONDS: Final = 60.0
@@ -85,7 +88,7 @@ _ALL: Final = (
         claims.take_if_pending_starter,
         claims.take_if_pending_solution,
         claims.TAKE_IF_PENDING_HINT,
-        whole(claims.check_take_if_pending),
+        Checker(claims.run_take_if_pending, claims.judge_take_if_pending),
     ),
     Exercise(
         "claim_one",
@@ -94,7 +97,7 @@ _ALL: Final = (
         claims.claim_one_starter,
         claims.claim_one_solution,
         claims.CLAIM_ONE_HINT,
-        whole(claims.check_claim_one),
+        Checker(claims.run_claim_one, claims.judge_claim_one),
     ),
     Exercise(
         "inside_workspace",
@@ -112,7 +115,7 @@ _ALL: Final = (
         effects.fenced_effect_starter,
         effects.fenced_effect_solution,
         effects.FENCE_HINT,
-        whole(effects.check_fenced_effect),
+        Checker(effects.run_fenced_effect, effects.judge_fenced_effect),
     ),
     Exercise(
         "next_pass",
@@ -148,7 +151,7 @@ _ALL: Final = (
         effects.append_note_starter,
         effects.append_note_solution,
         effects.APPEND_HINT,
-        whole(effects.check_append_note),
+        Checker(effects.run_append_note, effects.judge_append_note),
     ),
 )
 

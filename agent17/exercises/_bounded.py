@@ -85,21 +85,6 @@ class Checker:
     judge: Callable[[Plain], CheckResult]
 
 
-def whole(check: Callable[[Any], CheckResult]) -> Checker:
-    """A checker that reaches its verdict where the candidate runs; only the verdict crosses."""
-
-    def run(candidate: Any) -> Plain:
-        result = check(candidate)
-        return {"passed": result.passed is True, "feedback": str(result.feedback)}
-
-    def judge(data: Plain) -> CheckResult:
-        if not isinstance(data, dict):
-            return unreadable(data)
-        return CheckResult(data.get("passed") is True, str(data.get("feedback", "")))
-
-    return Checker(run, judge)
-
-
 def unreadable(data: object) -> CheckResult:
     """The verdict on a report whose shape no `run` sends: something wrote over it."""
     return CheckResult(

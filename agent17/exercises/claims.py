@@ -198,11 +198,6 @@ def judge_claim_one(data: Any) -> CheckResult:
     )
 
 
-def check_claim_one(candidate: ClaimOne) -> CheckResult:
-    """Alone, then every bounded schedule of two and three workers, then (CPython) processes."""
-    return judge_claim_one(run_claim_one(candidate))
-
-
 # -- take_if_pending: the conditional update and its rowcount ---------------------------
 
 
@@ -296,11 +291,6 @@ def judge_take_if_pending(data: Any) -> CheckResult:
             " missing job was a no."
         ),
     )
-
-
-def check_take_if_pending(candidate: Any) -> CheckResult:
-    """Every bounded schedule of the race on one job, then the calls alone."""
-    return judge_take_if_pending(run_take_if_pending(candidate))
 
 
 def _judge_take(answers: dict[int, Any], jobs: dict[int, tuple[str, str | None]]) -> str | None:

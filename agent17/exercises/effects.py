@@ -103,11 +103,6 @@ def judge_fenced_effect(data: Any) -> CheckResult:
     )
 
 
-def check_fenced_effect(candidate: FencedEffect) -> CheckResult:
-    """The effect runs while the claim holds, and never once it ended before the last look."""
-    return judge_fenced_effect(run_fenced_effect(candidate))
-
-
 # -- append_note: two teammates, one file -----------------------------------------------
 
 AppendNote = Callable[[NotesFile, str], None]
@@ -170,8 +165,3 @@ def judge_append_note(data: Any) -> CheckResult:
             " whole source tree need to work apart (a git worktree per task, the next chapter)."
         ),
     )
-
-
-def check_append_note(candidate: AppendNote) -> CheckResult:
-    """Teammates adding notes at once, schedule by schedule: every note arrives, whole, once."""
-    return judge_append_note(run_append_note(candidate))

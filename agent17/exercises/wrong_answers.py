@@ -12,47 +12,20 @@ a checker searches for the counterexample. The tests run the whole catalogue
 every time, and benchmarks/exercise_reliability.py runs it many times and
 counts. `RIGHT_ANSWERS` holds answers other than the reference solution that
 must pass. The functions are in wrong_pure.py (each with its mistake in a
-comment above it) and wrong_claims.py, and here.
+comment above it); the race exercises' catalogue is wrong_claims.RACE_WRONG_ANSWERS
+(its functions in wrong_claims.py and wrong_effects.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Final
 
-from agent17.domain import TaskClaim, TaskError, TaskStatus
 from agent17.exercises import wrong_graphs as graphs
 from agent17.exercises import wrong_paths as paths
 from agent17.exercises import wrong_pure as pure
-from agent17.exercises.effects import NotesFile
-from agent17.exercises.wrong_claims import (
-    deferred_begin,
-    gives_up_after_losing,
-    ignores_the_rowcount,
-    leaves_its_transaction_open,
-    look_then_write,
-    looks_under_the_lock_takes_after,
-    looks_under_the_write_lock,
-    never_takes,
-    no_order_by,
-    one_statement,
-    plain_begin_look_then_write,
-    returns_the_row,
-    returns_the_rowcount,
-    select_then_update,
-    take_ignoring_the_rowcount,
-    takes_blindly_reports_what_it_saw,
-    takes_every_pending_job,
-    takes_the_newest,
-    takes_with_returning,
-    through_a_cursor,
-    tries_the_next_candidate,
-    two_transactions,
-    under_a_thread_lock,
-)
-from agent17.store.sqlite import SqliteTaskStore
+from agent17.exercises.wrong_claims import RACE_RIGHT_ANSWERS, RACE_WRONG_ANSWERS
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,80 +37,13 @@ class WrongAnswer:
     fragment: str
 
 
-# -- fenced_effect --------------------------------------------------------------------------
-
-Effect = Callable[[], None]
-
-
-def trusts_its_memory(store: SqliteTaskStore, claim: TaskClaim, owner: str, effect: Effect) -> bool:
-    if claim.task.owner == owner:
-        effect()
-        return True
-    return False
-
-
-def lets_the_error_escape(
-    store: SqliteTaskStore, claim: TaskClaim, owner: str, effect: Effect
-) -> bool:
-    store.verify_claim(claim.task.id, owner, claim.claim_token)
-    effect()
-    return True
-
-
-def uses_its_own_clock(
-    store: SqliteTaskStore, claim: TaskClaim, owner: str, effect: Effect
-) -> bool:
-    if datetime.now(claim.lease_expires_at_utc.tzinfo) >= claim.lease_expires_at_utc:
-        return False
-    effect()
-    return True
-
-
-def owner_and_status_only(
-    store: SqliteTaskStore, claim: TaskClaim, owner: str, effect: Effect
-) -> bool:
-    task = store.get_task(claim.task.id)
-    if task.owner != owner or task.status is not TaskStatus.IN_PROGRESS:
-        return False
-    effect()
-    return True
-
-
-def fence_after_the_effect(
-    store: SqliteTaskStore, claim: TaskClaim, owner: str, effect: Effect
-) -> bool:
-    effect()
-    try:
-        store.verify_claim(claim.task.id, owner, claim.claim_token)
-    except TaskError:
-        return False
-    return True
-
-
-# -- append_note -----------------------------------------------------------------------------
-
-
-def locks_only_the_write(notes: NotesFile, line: str) -> None:
-    text = notes.read()
-    with notes.lock():
-        notes.write(text + line + "\n")
-
-
-def forgets_the_newline(notes: NotesFile, line: str) -> None:
-    notes.append(line)
-
-
-def appends_twice(notes: NotesFile, line: str) -> None:
-    notes.append(line + "\n")
-    notes.append(line + "\n")
-
-
-def appends(notes: NotesFile, line: str) -> None:
-    """Right: O_APPEND adds the line in one system call."""
-    notes.append(line + "\n")
-
-
 W = WrongAnswer
+
+
+def _race(name: str) -> tuple[WrongAnswer, ...]:
+    return tuple(W(*entry) for entry in RACE_WRONG_ANSWERS[name])
+
+
 WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
     "ready_in_order": (
         W("sorts by id", pure.sorted_by_id, "never sort by id"),
@@ -186,33 +92,8 @@ WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
         W("answers 1 or 0", pure.answers_with_a_number, "return a bool"),
         W("an answer that equals anything", pure.always_equal, "return a bool"),
     ),
-    "take_if_pending": (
-        W("ignores the rowcount", take_ignoring_the_rowcount, "Answer with what your UPDATE did"),
-        W("unconditional UPDATE", takes_blindly_reports_what_it_saw, "someone else's job"),
-        W("look, then write", look_then_write, "wrote over erin's claim"),
-        W("returns the rowcount", returns_the_rowcount, "must return a bool"),
-        W("never takes", never_takes, "job 1 was pending"),
-        W("plain BEGIN, look, then write", plain_begin_look_then_write, "was stale"),
-    ),
-    "claim_one": (
-        W("select, then update", select_then_update, "two separate steps"),
-        W("two transactions", two_transactions, "two separate steps"),
-        W("through a cursor", through_a_cursor, "two separate steps"),
-        W("ignores the rowcount", ignores_the_rowcount, "changed no row"),
-        W("gives up after losing a race", gives_up_after_losing, "returned None while jobs"),
-        W("deferred BEGIN", deferred_begin, "BEGIN IMMEDIATE"),
-        W("takes the newest", takes_the_newest, "lowest pending id"),
-        W("transaction left open", leaves_its_transaction_open, "still open"),
-        W("a threading.Lock", under_a_thread_lock, "its own copy of the lock"),
-        W(
-            "looks under the lock, takes after it",
-            looks_under_the_lock_takes_after,
-            "two separate steps",
-        ),
-        W("no ORDER BY", no_order_by, "lowest pending id"),
-        W("every pending job at once", takes_every_pending_job, "One call takes one job"),
-        W("returns the row", returns_the_row, "not the row"),
-    ),
+    "take_if_pending": _race("take_if_pending"),
+    "claim_one": _race("claim_one"),
     "inside_workspace": (
         W("by text only", paths.by_text_only, "out is a symlink to ../outside"),
         W("`..` by text, then the links", paths.normalises_before_resolving, "normpath knows no"),
@@ -222,13 +103,7 @@ WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
         W("refuses every symlink", paths.refuses_every_symlink, "which stays inside"),
         W("refuses every `..`", paths.refuses_every_parent, "climbs back"),
     ),
-    "fenced_effect": (
-        W("trusts its memory", trusts_its_memory, "completed"),
-        W("lets the error escape", lets_the_error_escape, "answer False"),
-        W("its own clock", uses_its_own_clock, "must run"),
-        W("owner and status, not the token", owner_and_status_only, "claimed D again"),
-        W("fences after the effect", fence_after_the_effect, "the effect ran"),
-    ),
+    "fenced_effect": _race("fenced_effect"),
     "next_pass": (
         W("work first", pure.work_first, "mailbox comes before"),
         W("ignores the plan gate", pure.ignores_the_gate, "before claim_next"),
@@ -262,11 +137,7 @@ WRONG_ANSWERS: Final[Mapping[str, tuple[WrongAnswer, ...]]] = {
         W("forgets a task", graphs.forgets_the_fixtures, "'fixtures' is not on your board"),
         W("one dependency twice", graphs.one_dependency_twice, "names the same task twice"),
     ),
-    "append_note": (
-        W("locks only the write", locks_only_the_write, "were lost"),
-        W("forgets the newline", forgets_the_newline, "run together"),
-        W("appends twice", appends_twice, "doubled"),
-    ),
+    "append_note": _race("append_note"),
 }
 """Each exercise's classic wrong answers, in course order."""
 
@@ -277,9 +148,7 @@ RIGHT_ANSWERS: Final[Mapping[str, tuple[Callable[..., Any], ...]]] = {
     "inside_workspace": (paths.with_realpath,),
     "next_pass": (pure.by_table,),
     "wait_or_wake": (pure.sleeps_in_short_slices,),
-    "take_if_pending": (looks_under_the_write_lock, takes_with_returning),
-    "claim_one": (one_statement, tries_the_next_candidate),
     "task_graph": (graphs.release_waits_for_all,),
-    "append_note": (appends,),
+    **RACE_RIGHT_ANSWERS,
 }
 """Answers other than the reference solution that must pass."""
