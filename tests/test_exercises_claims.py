@@ -73,11 +73,11 @@ def test_a_catalogued_wrong_answer_fails_with_the_same_words_on_every_run(
 
 @pytest.mark.processes
 @pytest.mark.parametrize(("name", "candidate"), RIGHT)
-def test_a_right_answer_passes_every_explored_schedule_on_every_run(
+def test_a_right_answer_passes_every_explored_schedule_twice_alike(
     name: str, candidate: Callable[..., Any]
 ) -> None:
     feedbacks = set()
-    for _ in range(RUNS):
+    for _ in range(2):
         result = check(name, candidate)
         assert result.passed, result.feedback
         feedbacks.add(result.feedback)

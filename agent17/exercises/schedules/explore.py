@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Protocol
 
 from agent17.exercises.schedules.baton import Baton
@@ -89,12 +89,7 @@ class Exploration:
 
 
 def _preemptions(decisions: Sequence[Decision], upto: int) -> int:
-    count = 0
-    for index in range(1, upto):
-        decision = decisions[index]
-        if not decision.free and decision.chosen != decisions[index - 1].chosen:
-            count += 1
-    return count
+    return sum(decision.preempts for decision in decisions[:upto])
 
 
 def _follow(prefix: Sequence[int]) -> Chooser:
@@ -150,30 +145,33 @@ def bounded(scenario: Scenario, play: Player, preemptions: int) -> tuple[int, Pl
         for index in range(len(prefix), len(decisions)):
             decision = decisions[index]
             before = _preemptions(decisions, index)
-            previous = decisions[index - 1].chosen if index else None
             for other in decision.runnable:
                 if other == decision.chosen:
                     continue
-                cost = before + (0 if decision.free or other == previous else 1)
+                cost = before + replace(decision, chosen=other).preempts
                 if cost <= preemptions:
                     heapq.heappush(queue, (cost, (*outcome.choices[:index], other)))
     return played, None
 
 
 def sampled(scenario: Scenario, play: Player, count: int, seed: str) -> tuple[int, Played | None]:
-    """`count` schedules drawn from `seed` (each from its own seeded generator)."""
+    """`count` draws from `seed` (each from its own seeded generator); how many schedules
+    they played (the same one drawn twice counts once), and the first broken one."""
+    played: set[tuple[int, ...]] = set()
     for number in range(count):
         outcome = play(scenario, _sampler(random.Random(f"{seed}/{scenario.name}/{number}")))
+        played.add(outcome.choices)
         if outcome.problem is not None:
-            return number + 1, outcome
-    return count, None
+            return len(played), outcome
+    return len(played), None
 
 
 def _size(outcome: Played) -> tuple[int, int, tuple[int, ...]]:
     return len(outcome.rows), outcome.preemptions, outcome.choices
 
 
-UNSHRUNK: Final = frozenset({"stuck"})  # a worker the scheduler gave up on may still run
+# A worker the scheduler gave up on may still run; an endless schedule is long to replay.
+UNSHRUNK: Final = frozenset({"stuck", "endless"})
 
 
 def shrink(scenario: Scenario, play: Player, broken: Played, preemptions: int) -> Played:

@@ -81,6 +81,7 @@ class FileLocks:
             if self.clashes(worker, key, exclusive):
                 if operation & fcntl.LOCK_NB:
                     self.run.record(action, name, "refused: someone else holds it")
+                    self.run.give_way()  # a retry loop must not starve the holder
                     raise BlockingIOError(errno.EWOULDBLOCK, os.strerror(errno.EWOULDBLOCK))
                 raise WouldWait(_Wanted(self, key, exclusive), "another worker holds this lock")
             self.held.setdefault(key, {})[worker] = (number, exclusive)

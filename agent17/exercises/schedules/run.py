@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Final, Protocol, TypeVar
+from typing import Final, Literal, Protocol, TypeVar
 
 from agent17.exercises.schedules.baton import Abandoned, Baton
 
@@ -90,13 +90,30 @@ class _Entry:
         return Row(self.step, self.worker, self.action, self.arguments, self.result)
 
 
+Previous = Literal["gone", "ready", "refused"]
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """One choice of the schedule: who could run, who ran, and whether switching was free."""
+    """One choice of the schedule: who could run, who ran, and where the last worker stood.
+
+    `previous`: the worker of the step before could not go on ("gone": finished or
+    waiting), could ("ready"), or had just been refused and should let the others go
+    first ("refused": a retry that came at once would starve whoever it waits for).
+    """
 
     runnable: tuple[int, ...]
     chosen: int
-    free: bool  # the previous worker could not go on (finished, waiting, refused): no preemption
+    previous: Previous
+    last: int | None  # the worker of the step before (None: this is the first decision)
+
+    @property
+    def preempts(self) -> bool:
+        """Whether this choice is a preemption: a switch away from a worker that could go
+        on, or the refused worker again while another could run."""
+        if self.previous == "ready":
+            return self.chosen != self.last
+        return self.previous == "refused" and self.chosen == self.last and len(self.runnable) > 1
 
 
 # choose(decisions so far, runnable workers, the default choice) -> the worker to run
@@ -220,11 +237,12 @@ class Run:
                 f"after {MAX_DECISIONS} steps the calls had still not finished: a loop that"
                 " never ends, or one that only ends when no one else runs?",
             )
-        default, free = self._default(runnable)
+        default, previous = self._default(runnable)
         chosen = choose(self.decisions, runnable, default)
         if chosen not in runnable:
             chosen = default
-        self.decisions.append(Decision(runnable, chosen, free))
+        last = self.decisions[-1].chosen if self.decisions else None
+        self.decisions.append(Decision(runnable, chosen, previous, last))
         self.step += 1
         worker = self.workers[chosen]
         worker.blocked_on = None
@@ -232,16 +250,16 @@ class Run:
         problem = self._resume(worker)
         return problem or world.after_step()
 
-    def _default(self, runnable: tuple[int, ...]) -> tuple[int, bool]:
-        """Go on with the last worker while it can; else the next lane round (a free switch)."""
+    def _default(self, runnable: tuple[int, ...]) -> tuple[int, Previous]:
+        """Go on with the last worker while it can; else the next lane round."""
         if not self.decisions:
-            return runnable[0], True
+            return runnable[0], "gone"
         last = self.workers[self.decisions[-1].chosen]
         if last.index in runnable and not last.yielded:
-            return last.index, False
+            return last.index, "ready"
         later = [index for index in runnable if index > last.index]
         others = [index for index in runnable if index != last.index]
-        return (later or others or list(runnable))[0], True
+        return (later or others or list(runnable))[0], "refused" if last.yielded else "gone"
 
     def _resume(self, worker: Worker, *, unwinding: bool = False) -> Problem | None:
         self.current = self.last = worker

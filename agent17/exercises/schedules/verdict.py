@@ -24,6 +24,8 @@ from agent17.viz.schedule import Kind, SchedulePicture, ScheduleRow, schedule_pi
 
 PREEMPTIONS: Final = 2
 SAMPLES: Final = 60
+SHOWN_ROWS: Final = 48  # a longer timeline (a loop that never ended) is cut in its middle
+SHOWN_AT_THE_END: Final = 12
 
 _THREAD_LOCKS: Final = (
     type(threading.Lock()),
@@ -170,12 +172,25 @@ def _kind(row: Row) -> Kind:
 _ERROR: Final = re.compile(r"\w+(Error|Exception)\b|refused")
 
 
+def shown(rows: Sequence[Row]) -> tuple[Sequence[Row], str]:
+    """The rows worth showing (a schedule that never ended is cut in its middle), and a line
+    saying what was left out ("" if nothing was)."""
+    if len(rows) <= SHOWN_ROWS:
+        return rows, ""
+    left_out = len(rows) - SHOWN_ROWS
+    return (
+        [*rows[: SHOWN_ROWS - SHOWN_AT_THE_END], *rows[-SHOWN_AT_THE_END:]],
+        f"\n({left_out} rows in the middle left out: the same steps again and again)",
+    )
+
+
 def picture_of(broken: Broken) -> SchedulePicture:
     """The broken schedule drawn (agent17.viz), its rows as the text timeline writes them."""
-    names = short_names(broken.rows)
+    rows, _ = shown(broken.rows)
+    names = short_names(rows)
     return schedule_picture(
         broken.workers,
-        [ScheduleRow(row.step, row.worker, cell(row, names), _kind(row)) for row in broken.rows],
+        [ScheduleRow(row.step, row.worker, cell(row, names), _kind(row)) for row in rows],
         title=f"the schedule that broke the rule ({broken.scenario})",
         broke=broken.words.split(": ", 1)[0],
     )
@@ -192,6 +207,7 @@ def broken_result(exploration: Exploration) -> RaceResult:
     broken = exploration.broken
     assert broken is not None
     count, switches = exploration.explored, broken.preemptions
+    rows, left_out = shown(broken.rows)
     if not broken.rows:
         return RaceResult(False, f"{broken.words} (at schedule {count}, before any statement ran)")
     return RaceResult(
@@ -200,7 +216,7 @@ def broken_result(exploration: Exploration) -> RaceResult:
         f"The schedule that shows it ({broken.scenario}, {switches} preemption"
         f"{'' if switches == 1 else 's'}), found at schedule {count} (every run finds this"
         " same one):\n"
-        f"{timeline_text(broken.workers, broken.rows)}",
+        f"{timeline_text(broken.workers, rows)}{left_out}",
         picture_of(broken),
     )
 
