@@ -82,8 +82,8 @@ def test_a_right_answer_passes_every_explored_schedule_twice_alike(
         assert result.passed, result.feedback
         feedbacks.add(result.feedback)
     assert len(feedbacks) == 1, feedbacks
-    held = HELD.search(feedbacks.pop())
-    assert held is not None and int(held.group(1)) >= 16
+    held = HELD.search(feedbacks.pop())  # it says how many schedules it played
+    assert held is not None and int(held.group(1)) >= 2
 
 
 @pytest.mark.parametrize(
