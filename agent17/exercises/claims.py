@@ -189,12 +189,9 @@ def judge_claim_one(data: Any) -> CheckResult:
     )
     return verdict(
         data["schedules"],
-        lambda exploration: (
-            f"alone it took the lowest pending id each time; every one of"
-            f" {exploration.explored} schedules held ({exploration.bound}): each job went to"
-            " exactly one caller, every id returned was really taken by its caller, no call"
-            f" gave up while work was left, and nothing raised{processes}."
-        ),
+        "each job went to exactly one caller, every id returned was really taken by its"
+        " caller, no call gave up while work was left, and nothing raised; alone it took the"
+        f" lowest pending id each time{processes}.",
     )
 
 
@@ -283,13 +280,10 @@ def judge_take_if_pending(data: Any) -> CheckResult:
         return CheckResult(False, str(data["alone"]))
     return verdict(
         data["schedules"],
-        lambda exploration: (
-            f"every one of {exploration.explored} schedules held ({exploration.bound}):"
-            " nobody's claim was written over, and each call said True exactly when it took"
-            " the job. Alone, the pending job was taken and you said so; the job someone else"
-            " had was left alone and you said no; the job carol already held was a no; the"
-            " missing job was a no."
-        ),
+        "nobody's claim was written over, and each call said True exactly when it took the"
+        " job. Alone, the pending job was taken and you said so; the job someone else had was"
+        " left alone and you said no; the job carol already held was a no; the missing job"
+        " was a no.",
     )
 
 

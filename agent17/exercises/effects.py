@@ -94,12 +94,9 @@ def judge_fenced_effect(data: Any) -> CheckResult:
     """fenced_effect's verdict, from `run_fenced_effect`'s plain data alone."""
     return verdict(
         data["schedules"],
-        lambda exploration: (
-            f"every one of {exploration.explored} schedules held ({exploration.bound}): the"
-            " effect ran while the claim was live, and never once the claim had ended before"
-            " your call asked the board. (One window remains: a claim can end between your"
-            " last look and the effect. That is why effects are keyed by the claim token too.)"
-        ),
+        "the effect ran while the claim was live, and never once the claim had ended before"
+        " your call asked the board. (One window remains: a claim can end between your last"
+        " look and the effect. That is why effects are keyed by the claim token too.)",
     )
 
 
@@ -159,9 +156,6 @@ def judge_append_note(data: Any) -> CheckResult:
     """append_note's verdict, from `run_append_note`'s plain data alone."""
     return verdict(
         data["schedules"],
-        lambda exploration: (
-            f"every one of {exploration.explored} schedules held ({exploration.bound}): every"
-            " note arrived, whole and once. A lock makes one file safe; teammates changing a"
-            " whole source tree need to work apart (a git worktree per task, the next chapter)."
-        ),
+        "every note arrived, whole and once. A lock makes one file safe; teammates changing a"
+        " whole source tree need to work apart (a git worktree per task, the next chapter).",
     )
