@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent17.exercises._bounded import raised
-from agent17.exercises._jobs import make_jobs
+from agent17.exercises._jobs import FIRST_WRITE, make_jobs
 from agent17.exercises.schedules import (
     FileLocks,
     Problem,
@@ -44,10 +44,6 @@ Table = dict[int, tuple[str, str | None]]
 CONTESTED: Final = 1  # take_if_pending's scenarios all want job 1
 RIVAL_TAKES: Final = (
     "UPDATE jobs SET status = 'taken', owner = ? WHERE id = ? AND status = 'pending'"
-)
-FIRST_WRITE: Final = (
-    " With a plain BEGIN a reader cannot always become a writer: SQLite answers 'database is"
-    " locked' at once instead of waiting. Take the write lock first: BEGIN IMMEDIATE."
 )
 ROWCOUNT: Final = "Return an id only when the cursor's rowcount is 1."
 
@@ -231,7 +227,7 @@ class ClaimWorld(_JobsWorld):
             )
         return (
             f"{_both(told)} told they got job {job}, but the table gives it to {owner}:"
-            f" the UPDATE of {' and '.join(missed)} changed no row (someone was first), yet"
+            f" the UPDATE of {listed(missed)} changed no row (someone was first), yet"
             f" your code returned the id. {ROWCOUNT}"
         )
 

@@ -41,6 +41,11 @@ FIRST_LOOK_TIMEOUT_SECONDS: Final = 3.0
 BUSY_TIMEOUT_SECONDS: Final = 10.0
 ROUND_TIMEOUT_SECONDS: Final = 40.0
 WORKER_NAMES: Final = ("bob", "carol", "dave", "erin", "frank", "grace")
+FIRST_WRITE: Final = (
+    " With a plain BEGIN a reader cannot always become a writer: SQLite answers 'database is"
+    " locked' at once instead of waiting. Take the write lock first: BEGIN IMMEDIATE."
+)
+"""The advice for a claim refused with 'database is locked' (a read that tried to write)."""
 
 ClaimOne = Callable[[sqlite3.Connection, str], "int | None"]
 

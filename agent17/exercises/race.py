@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from agent17.exercises._jobs import WORKER_NAMES, ClaimOne, Report, run_race
+from agent17.exercises._jobs import FIRST_WRITE, WORKER_NAMES, ClaimOne, Report, run_race
 
 MAX_JOBS: Final = 200
 WORKERS: Final = 4  # claim_one's check: processes started together...
@@ -34,13 +34,7 @@ def judge_race(reports: dict[str, Report], jobs: dict[int, tuple[str, str | None
     if failed:
         error = str(reports[failed[0]].error)
         locked = "locked" in error or "busy" in error.lower()
-        advice = (
-            " With a plain BEGIN a reader cannot always become a writer: SQLite answers"
-            " 'database is locked' at once instead of waiting. Take the write lock"
-            " first: BEGIN IMMEDIATE."
-            if locked
-            else ""
-        )
+        advice = FIRST_WRITE if locked else ""
         who = "one of them failed" if len(failed) == 1 else f"{len(failed)} of them failed"
         return f"while {len(reports)} processes raced, {who}: {error}.{advice}"
     said: dict[int, list[str]] = {}
