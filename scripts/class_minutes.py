@@ -148,6 +148,14 @@ def is_picture(output: dict[str, Any]) -> bool:
     return isinstance(data, dict) and any(mime.startswith(PICTURE_MIME_PREFIXES) for mime in data)
 
 
+def holds_picture(output: dict[str, Any]) -> bool:
+    """Whether an output shows a picture: its own (`is_picture`) or one inside its HTML."""
+    data = output.get("data", {})
+    if is_picture(output):
+        return True
+    return isinstance(data, dict) and _HTML_IMG.search(_text(data.get("text/html", ""))) is not None
+
+
 def output_words(output: dict[str, Any]) -> int:
     """The words a class reads in one text output; a picture or widget has none."""
     kind = output.get("output_type")
@@ -222,7 +230,7 @@ def estimate_cells(name: str, cells: Iterable[dict[str, Any]]) -> Estimate:
             code += _words(source)
             for output in cell.get("outputs", []):
                 outputs += output_words(output)
-                pictures += is_picture(output)
+                pictures += holds_picture(output)
             if checks_ground_up(source):
                 ground_up += 1
             elif calls_check(source):

@@ -55,11 +55,13 @@ def test_a_widget_is_saved_as_the_cell_that_shows_it_left_it(tmp_path: Path) -> 
 
 
 def _answer_keys(notebook: dict[str, Any]) -> list[str]:
-    return [
-        cell["metadata"]["agent17"]["answer_key"]
-        for cell in notebook["cells"]
-        if "answer_key" in cell.get("metadata", {}).get("agent17", {})
-    ]
+    """Every answer's key phrases (a reveal cell's `answer_key` is a phrase or a list)."""
+    keys: list[str] = []
+    for cell in notebook["cells"]:
+        key = cell.get("metadata", {}).get("agent17", {}).get("answer_key")
+        if key is not None:
+            keys += [key] if isinstance(key, str) else list(key)
+    return keys
 
 
 COURSE = sorted(NOTEBOOKS.glob("*.ipynb")) + sorted(NOTEBOOKS.glob("extra/*.ipynb"))

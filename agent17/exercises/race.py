@@ -128,7 +128,7 @@ class ClaimRace:
     def __str__(self) -> str:
         lines = [
             f"{len(self.workers)} worker processes started together on one file,"
-            f" {len(self.table)} jobs:",
+            f" {len(self.table)} job{'' if len(self.table) == 1 else 's'}:",
             "job  status   told 'you got it'  table's owner among them",
         ]
         for job, (status, owner) in sorted(self.table.items()):
@@ -144,7 +144,8 @@ class ClaimRace:
             if self.double_taken:
                 shown = ", ".join(str(job) for job in self.double_taken)
                 lines.append(f"DOUBLE TAKE: more than one worker was told it got job(s) {shown}.")
-            lines += [f"FAILED: {problem}" for problem in self.problems]
+            else:  # a double take says it all; anything else is said in words
+                lines += [f"FAILED: {problem}" for problem in self.problems]
         return "\n".join(lines)
 
     __repr__ = __str__
