@@ -5,6 +5,8 @@ from __future__ import annotations
 import builtins
 import json
 import socket
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -113,6 +115,31 @@ def test_validation_touches_neither_files_nor_network(monkeypatch: pytest.Monkey
     with pytest.raises(ConfigurationError):
         validate_openai_environment({})
     assert validate_openai_environment({"OPENAI_API_KEY": "k"}).api_key == "k"
+
+
+WITHOUT_THE_SDK = r"""
+import sys
+sys.modules["openai"] = None  # as in the browser edition, which ships no openai
+import agent17
+from agent17.agent.openai_model import OpenAIConfig, OpenAIModel, validate_openai_environment
+print(validate_openai_environment({"OPENAI_API_KEY": "k"}).model)
+try:
+    OpenAIModel.from_config(OpenAIConfig("m", "k"))
+except ImportError:
+    print("making a model needs the SDK")
+"""
+
+
+def test_reading_the_settings_needs_no_sdk_only_making_a_model_does() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_THE_SDK],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.stdout.splitlines() == [DEFAULT_MODEL, "making a model needs the SDK"], done.stderr
 
 
 def test_a_base_url_alone_reaches_a_local_server_with_a_placeholder_key(

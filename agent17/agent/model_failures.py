@@ -12,6 +12,9 @@ Either way the stop is a `ModelError`, a coded Refusal, so a teammate ends
 with a line instead of the SDK's traceback; the task it held is left in
 progress, to come back to the board when its lease runs out. The API key is
 never part of any message, even when the server quotes it back.
+
+Each function here is handed an error the SDK raised, so the SDK is loaded by
+then: it is imported there, and importing this module never loads it.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ from __future__ import annotations
 import math
 import random
 from enum import StrEnum
-
-import openai
+from typing import TYPE_CHECKING
 
 from agent17.domain import Refusal
+
+if TYPE_CHECKING:
+    import openai
 
 DEFAULT_RETRIES = 4
 """Tries after the first one: with the pauses below about 7.5 s in all before giving up."""
@@ -59,6 +64,8 @@ class ModelError(Refusal):
 
 def is_transient(error: openai.APIError) -> bool:
     """True for a failure that the same request may not meet again a moment later."""
+    import openai
+
     if isinstance(error, openai.APIConnectionError):  # timeouts are connection errors too
         return True
     if isinstance(error, openai.APIStatusError):
@@ -70,6 +77,8 @@ def is_transient(error: openai.APIError) -> bool:
 
 def model_error(error: openai.APIError, *, server: str, api_key: str | None) -> ModelError:
     """The one-line ModelError that says what `error` means to the person running agent17."""
+    import openai
+
     said = _server_text(error, api_key)
     if isinstance(error, openai.APITimeoutError):
         return ModelError(
@@ -132,6 +141,8 @@ def pause_before_retry(retry: int, error: openai.APIError) -> float:
 
 
 def _retry_after(error: openai.APIError) -> float | None:
+    import openai
+
     if not isinstance(error, openai.APIStatusError):
         return None
     headers = error.response.headers

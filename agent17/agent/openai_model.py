@@ -15,6 +15,9 @@ trickles the body is cut off at that deadline, a timeout like any other
 reply_reader.py, every long text in it cut, and the answer is cut to
 ANSWER_LIMIT characters: what a teammate keeps, logs and reports to the Lead,
 whatever the server sends.
+
+The SDK is imported only where a model is made or called: reading the settings
+(and the browser edition, which has no SDK and reaches no server) never loads it.
 """
 
 from __future__ import annotations
@@ -24,11 +27,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
-
-import httpx2
-import openai
-from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from agent17.agent.model_failures import (
     DEFAULT_RETRIES,
@@ -48,6 +47,10 @@ from agent17.agent.reply_reader import (
     was_cut,
 )
 from agent17.tools.base import AnyTool
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletionMessageParam, ChatCompletionToolParam
 
 DEFAULT_MODEL = "gpt-4.1-mini"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -159,6 +162,8 @@ class OpenAIModel:
             raise ValueError("retries must be 0 or more")
         if not (math.isfinite(timeout_seconds) and timeout_seconds > 0):
             raise ValueError("timeout_seconds must be a number of seconds more than 0")
+        import openai
+
         self.model = model
         self.client = client if client is not None else openai.OpenAI(max_retries=0)
         self.retries = retries
@@ -195,6 +200,8 @@ class OpenAIModel:
 
         `timeout_seconds`: the deadline of one try, from the request to the reply's last byte.
         """
+        import openai
+
         client = openai.OpenAI(
             api_key=config.api_key or PLACEHOLDER_API_KEY,
             # Explicit, so the mapping given to from_environment is the only source of truth.
@@ -219,7 +226,9 @@ class OpenAIModel:
         after every retry, or answers with something that is no chat completion:
         nothing else of the SDK's escapes.
         """
-        tool_params = [cast(ChatCompletionToolParam, chat_completion_tool(tool)) for tool in tools]
+        tool_params = [
+            cast("ChatCompletionToolParam", chat_completion_tool(tool)) for tool in tools
+        ]
         text = self._create(list(messages), tool_params)
         try:
             return completion_reply(json.loads(text))
@@ -234,6 +243,8 @@ class OpenAIModel:
         )
 
     def _create(self, messages: list[Message], tool_params: list[ChatCompletionToolParam]) -> str:
+        import openai
+
         retry = 0
         while True:
             try:
@@ -250,12 +261,15 @@ class OpenAIModel:
 
     def _exchange(self, messages: list[Message], tool_params: list[ChatCompletionToolParam]) -> str:
         """One request; the reply's JSON text as ReplyReader keeps it, within the deadline."""
+        import httpx2
+        import openai
+
         deadline = time.monotonic() + self.timeout_seconds
         # The body as it streams in: a compatible server's answer is read by our own
         # bounded reader and checks, not trusted to the shape the SDK's types assume.
         with self.client.chat.completions.with_streaming_response.create(
             model=self.model,
-            messages=cast(Iterable[ChatCompletionMessageParam], messages),
+            messages=cast("Iterable[ChatCompletionMessageParam]", messages),
             tools=tool_params if tool_params else openai.omit,
             timeout=self.timeout_seconds,
             # A compressed body is inflated a whole network read at a time, whatever
