@@ -3,8 +3,8 @@
 # WebAssembly through Pyodide) that opens the core notebooks with nothing to
 # install and makes no request outside its own origin at run time.
 # Every download is pinned in scripts/site/pins.txt and cached under
-# .site-cache/ (a second build reaches no registry). Needs python3 (3.11+) and
-# npm. Serve the result with: python3 -m http.server -d site
+# .site-cache/ (a second build reaches no registry). Needs python3 (3.11+),
+# npm and node. Serve the result with: python3 -m http.server -d site
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,8 +21,9 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.pins" 2>/dev/null)" != "$want
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check $wanted
   printf '%s' "$wanted" >"$venv/.pins"
 fi
-if ! command -v npm >/dev/null; then
-  echo "site.sh: npm is needed to fetch Pyodide and Graphviz's WebAssembly build (apt-get install npm)" >&2
+if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
+  echo "site.sh: npm and node are needed to fetch Pyodide and Graphviz's WebAssembly build" \
+    "and to compile the site's Python with Pyodide (apt-get install npm)" >&2
   exit 1
 fi
 exec "$venv/bin/python" scripts/site/build.py "$@"

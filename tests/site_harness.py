@@ -93,9 +93,9 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serving(folder: Path) -> Iterator[str]:
+def serving(folder: Path, handler_class: type[_QuietHandler] = _QuietHandler) -> Iterator[str]:
     """Serve `folder` on 127.0.0.1 (a free port) from a thread; yields the base URL."""
-    handler = functools.partial(_QuietHandler, directory=str(folder))
+    handler = functools.partial(handler_class, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -146,8 +146,14 @@ class OfflineBrowser:
 
 
 @contextmanager
-def offline_chromium(profile_dir: Path) -> Iterator[OfflineBrowser]:
-    """Debian's Chromium through Playwright, every non-loopback request aborted and counted."""
+def offline_chromium(
+    profile_dir: Path, *, route: bool = True, args: tuple[str, ...] = ()
+) -> Iterator[OfflineBrowser]:
+    """Debian's Chromium through Playwright, every non-loopback request aborted and counted.
+
+    route=False keeps the browser's cache, which Playwright's routing turns off: then
+    the resolver alone keeps the page offline, and what it stopped is still counted.
+    """
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -155,12 +161,13 @@ def offline_chromium(profile_dir: Path) -> Iterator[OfflineBrowser]:
             str(profile_dir),
             executable_path=str(CHROMIUM),
             headless=True,
-            args=[*CHROMIUM_ARGS, *OFFLINE_ARGS],
+            args=[*CHROMIUM_ARGS, *OFFLINE_ARGS, *args],
             viewport={"width": 1280, "height": 900},
         )
         browser = OfflineBrowser(context)
         try:
-            context.route("**/*", browser._route)
+            if route:
+                context.route("**/*", browser._route)
             context.on("requestfailed", browser._failed)
             yield browser
         finally:

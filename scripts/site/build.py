@@ -4,11 +4,16 @@ Run through ./scripts/site.sh (which makes the build's own venv first). Every
 download is pinned in scripts/site/pins.txt and cached under .site-cache/, so a
 second build needs no registry at all. The site holds:
 
-- static/pyodide/: Pyodide's core (npm), every wheel the kernel loads, and a
-  pyodide-lock.json listing exactly those wheels (Pyodide's own lock names
-  hundreds of packages this site does not ship, and its repackaged wheels do
-  not match PyPI's hashes), so the kernel starts with everything loaded and
-  never falls back to a CDN or PyPI;
+- static/pyodide/: Pyodide's core (npm), every wheel the kernel may load, and
+  a pyodide-lock.json listing exactly those wheels with their dependencies
+  (Pyodide's own lock names hundreds of packages this site does not ship, and
+  its repackaged wheels do not match PyPI's hashes), so nothing falls back to a
+  CDN or PyPI. The kernel preloads only its own packages; a cell that imports
+  agent17 loads agent17 and what it requires (the kernel runs Pyodide's
+  loadPackagesFromImports on every cell). All Python in it, the standard
+  library included, is compiled to bytecode by Pyodide's own interpreter at
+  build time (scripts/site/bytecode.py): the browser would otherwise compile
+  every module it imports from source, in WebAssembly, on every visit;
 - static/pyodide/viz-global.js: Graphviz compiled to WebAssembly, which agent17's
   pictures use where there is no `dot` program;
 - files/notebooks/: the core notebooks under the student edition's rules, and
@@ -18,7 +23,9 @@ second build needs no registry at all. The site holds:
 from __future__ import annotations
 
 import argparse
+import ast
 import base64
+import email.parser
 import hashlib
 import html
 import json
@@ -32,6 +39,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[2]
 PINS = Path(__file__).with_name("pins.txt")
@@ -48,6 +57,37 @@ KERNEL_SETTINGS = "@jupyterlite/pyodide-kernel-extension:kernel"
 # The kernel's own wheels (the ipykernel and widgetsnbextension shims, piplite and
 # the kernel itself) ship inside the kernel's lab extension.
 KERNEL_WHEELS = "share/jupyter/labextensions/@jupyterlite/pyodide-kernel-extension/static/pypi"
+# What the kernel's worker (pyodide-kernel's worker.js) needs before the kernel is
+# ready: the packages it installs through piplite, one at a time, unless preloaded
+# (their dependencies come along), and the imports it then runs.
+KERNEL_PACKAGES = ("micropip", "piplite", "ipykernel", "comm", "pyodide-kernel", "jedi", "ipython")
+KERNEL_IMPORTS = ["import micropip", "import piplite.piplite", "import pyodide_kernel"]
+# Requirements of the site's wheels that the browser does without, and why.
+NOT_IN_THE_BROWSER = {
+    "openai": "agent17 imports it only to make a real model; the site reaches no model server",
+    "jupyterlab": "the site itself is the front end",
+    "jupyterlab-widgets": "ipywidgets' front end, built into the site's JupyterLab",
+}
+# Environment markers as Pyodide's Python evaluates them (a wheel's Requires-Dist).
+PYODIDE_MARKERS = {
+    "sys_platform": "emscripten",
+    "platform_system": "Emscripten",
+    "platform_machine": "wasm32",
+    "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "python_version": PYODIDE_PYTHON,
+    "python_full_version": f"{PYODIDE_PYTHON}.0",
+    "extra": "",
+}
+# Python compiled by Pyodide itself, under Node (see bytecode.py).
+PYODIDE_RUN = Path(__file__).with_name("pyodide_run.mjs")
+BYTECODE = Path(__file__).with_name("bytecode.py")
+# Wheels whose .py files stay beside their bytecode: tracebacks and show_source read them.
+KEEP_SOURCE = ("agent17",)
+# Parts of wheels the site leaves out: jedi's type stubs of packages the site does not
+# have (most of its files; jedi passes over a missing stubs folder) and of Django.
+LEFT_OUT = {"jedi": ["jedi/third_party/typeshed/stubs/", "jedi/third_party/django-stubs/"]}
 # The inputs whose change makes a new build (the test reuses a build otherwise).
 INPUTS = (
     "agent17", "notebooks", "assets", "scripts/site", "scripts/site.sh",
@@ -174,21 +214,80 @@ def _top_level_imports(wheel: Path) -> list[str]:
     tops = set()
     for name in names:
         first = name.split("/", 1)[0]
-        if first.endswith((".dist-info", ".data")):
+        if first.endswith((".dist-info", ".data")) or first == "__pycache__":
             continue
         if "/" in name:
             tops.add(first)
-        elif first.endswith(".py"):
-            tops.add(first[:-3])
+        elif first.endswith((".py", ".pyc")):
+            tops.add(first.rpartition(".")[0])
     return sorted(tops)
 
 
-def write_pyodide(pyodide_npm: Path, wheels: list[Path], target: Path) -> list[str]:
-    """Pyodide's core plus `wheels` and their own lock file in `target`; the package names."""
+def requirements(wheel: Path) -> list[str]:
+    """What `wheel` requires in Pyodide: its Requires-Dist, markers evaluated there."""
+    with zipfile.ZipFile(wheel) as archive:
+        (metadata,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        headers = email.parser.HeaderParser().parsestr(archive.read(metadata).decode("utf-8"))
+    names = []
+    for line in headers.get_all("Requires-Dist") or []:
+        requirement = Requirement(line)
+        if requirement.marker is None or requirement.marker.evaluate(PYODIDE_MARKERS):
+            names.append(_normal(requirement.name))
+    return names
+
+
+def notebook_imports(notebooks: list[Path]) -> list[str]:
+    """The import statements of the code cells in `notebooks`, as a cell's loader sees them."""
+    statements = []
+    for path in notebooks:
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            try:
+                tree = ast.parse("".join(cell["source"]))
+            except SyntaxError:
+                continue  # an IPython magic, say: Python never sees that cell as it is
+            statements += [ast.unparse(node) for node in tree.body
+                           if isinstance(node, ast.Import | ast.ImportFrom)]  # fmt: skip
+    return list(dict.fromkeys(statements))
+
+
+def compile_to_bytecode(pyodide_npm: Path, archives: list[Path], imports: list[str]) -> list[Path]:
+    """The archives with the modules `imports` loads compiled by Pyodide (bytecode.py); cached."""
+    jobs = [
+        {
+            "source": f"in/{archive.name}",
+            "target": f"out/{archive.name}",
+            "keep_source": archive.name.startswith(KEEP_SOURCE),
+            "leave_out": LEFT_OUT.get(_normal(archive.name.split("-")[0]), []),
+        }
+        for archive in archives
+    ]
+    task = json.dumps({"archives": jobs, "imports": imports}, indent=1)
+    digest = hashlib.sha256(task.encode() + BYTECODE.read_bytes() + PYODIDE_RUN.read_bytes())
+    for source in [pyodide_npm / "package.json", *archives]:
+        digest.update(hashlib.sha256(source.read_bytes()).digest())
+    folder = CACHE / "bytecode" / digest.hexdigest()[:16]
+    if not (folder / "done").exists():
+        shutil.rmtree(CACHE / "bytecode", ignore_errors=True)  # an older build's: one is kept
+        (folder / "in").mkdir(parents=True)
+        for archive in archives:
+            shutil.copy2(archive, folder / "in" / archive.name)
+        (folder / "jobs.json").write_text(task, encoding="utf-8")
+        run(["node", str(PYODIDE_RUN), str(pyodide_npm), str(BYTECODE), str(folder),
+             "jobs.json"])  # fmt: skip
+        shutil.rmtree(folder / "in")
+        (folder / "done").touch()
+    return [folder / "out" / archive.name for archive in archives]
+
+
+def write_pyodide(pyodide_npm: Path, stdlib: Path, wheels: list[Path], target: Path) -> None:
+    """Pyodide's core with `stdlib`, and `wheels` with their own lock file, in `target`."""
     target.mkdir(parents=True)
     for name in ("pyodide.mjs", "pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm",
-                 "python_stdlib.zip", "package.json"):  # fmt: skip
+                 "package.json"):  # fmt: skip
         shutil.copy2(pyodide_npm / name, target / name)
+    shutil.copy2(stdlib, target / "python_stdlib.zip")
     stock = json.loads((pyodide_npm / "pyodide-lock.json").read_text(encoding="utf-8"))
     packages = {}
     for wheel in wheels:
@@ -203,14 +302,21 @@ def write_pyodide(pyodide_npm: Path, wheels: list[Path], target: Path) -> list[s
             "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
             "package_type": "package",
             "imports": _top_level_imports(wheel),
-            # Every package is loaded at start by name (loadPyodideOptions.packages),
-            # so no dependency needs resolving in the browser.
-            "depends": [],
+            # Pyodide loads these along, whether by name or for a cell's import.
+            "depends": [dep for dep in requirements(wheel) if dep not in NOT_IN_THE_BROWSER],
             "unvendored_tests": False,
         }
+    missing = [f"the kernel needs {name}" for name in KERNEL_PACKAGES if name not in packages]
+    missing += [
+        f"{name} requires {dep}"
+        for name, package in packages.items()
+        for dep in package["depends"]
+        if dep not in packages
+    ]
+    if missing:
+        raise BuildError(f"not in pins.txt (or NOT_IN_THE_BROWSER): {'; '.join(missing)}")
     lock = {"info": stock["info"], "packages": dict(sorted(packages.items()))}
     (target / "pyodide-lock.json").write_text(json.dumps(lock, indent=1), encoding="utf-8")
-    return sorted(packages)
 
 
 def _saved_output_markdown(cell: dict[str, Any]) -> dict[str, Any]:
@@ -290,22 +396,22 @@ def _fallback_student_rules(notebook: dict[str, Any]) -> dict[str, Any]:
     return notebook
 
 
-def write_contents(target: Path) -> list[str]:
+def write_contents(target: Path) -> list[Path]:
     """The core notebooks (student edition, browser rules) and the assets they read."""
     (target / "notebooks").mkdir(parents=True)
-    names = []
+    written = []
     for source in sorted((REPO / "notebooks").glob("*.ipynb")):
         notebook = student_edition(json.loads(source.read_text(encoding="utf-8")))
-        (target / "notebooks" / source.name).write_text(
+        written.append(target / "notebooks" / source.name)
+        written[-1].write_text(
             json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
         )
-        names.append(source.name)
     shutil.copytree(REPO / "assets", target / "assets")
-    return names
+    return written
 
 
-def lite_config(packages: list[str]) -> dict[str, Any]:
-    """jupyter-lite.json: the local Pyodide, every package preloaded, no PyPI fallback."""
+def lite_config() -> dict[str, Any]:
+    """jupyter-lite.json: the local Pyodide, the kernel's own packages preloaded, no PyPI."""
     return {
         "jupyter-lite-schema-version": 0,
         "jupyter-config-data": {
@@ -318,7 +424,7 @@ def lite_config(packages: list[str]) -> dict[str, Any]:
                     "pyodideUrl": "./static/pyodide/pyodide.mjs",
                     "disablePyPIFallback": True,
                     "pipliteUrls": [],
-                    "loadPyodideOptions": {"packages": packages},
+                    "loadPyodideOptions": {"packages": list(KERNEL_PACKAGES)},
                 }
             },
         },
@@ -344,12 +450,15 @@ def build(output: Path) -> None:
     lite = CACHE / "lite"
     shutil.rmtree(lite, ignore_errors=True)
     lite.mkdir(parents=True)
-    packages = write_pyodide(npm["pyodide"], wheels, lite / "static" / "pyodide")
+    notebooks = write_contents(lite / "contents")
+    imports = KERNEL_IMPORTS + notebook_imports(notebooks)
+    archives = [npm["pyodide"] / "python_stdlib.zip", *wheels]
+    stdlib, *wheels = compile_to_bytecode(npm["pyodide"], archives, imports)
+    write_pyodide(npm["pyodide"], stdlib, wheels, lite / "static" / "pyodide")
     # Beside Pyodide: the build copies that folder into the site as it is.
     shutil.copy2(npm["@viz-js/viz"] / "dist" / "viz-global.js", lite / "static" / "pyodide")
-    write_contents(lite / "contents")
     (lite / "jupyter-lite.json").write_text(
-        json.dumps(lite_config(packages), indent=1), encoding="utf-8"
+        json.dumps(lite_config(), indent=1), encoding="utf-8"
     )
     digest = inputs_digest()
     staging = output.with_name(output.name + ".new")
