@@ -24,6 +24,7 @@ Once per site, one more session is served the way most static hosts serve
 Offline as the tests are: Chromium resolves no host but 127.0.0.1, and every
 request the site's pages make elsewhere is counted from the network log (it
 must be 0). Playwright's request routing is not used: it turns the cache off.
+The load average at the start and the end says how busy the machine was.
 Nothing here is a test: no time is asserted.
 """
 
@@ -34,6 +35,7 @@ import functools
 import gzip
 import io
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -181,6 +183,11 @@ def class_session(
     return Visit(first_phases, first_bytes, off_site + blocked), Visit(later_phases, later_bytes, 0)
 
 
+def _load() -> str:
+    # On a shared machine the other processes' load changes every time measured.
+    return ", ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
 def _size(folder: Path) -> tuple[int, int]:
     files = [path for path in folder.rglob("*") if path.is_file()]
     return sum(path.stat().st_size for path in files), len(files)
@@ -208,6 +215,7 @@ def main() -> int:
     for number, site in enumerate(sites, 1):
         size, count = _size(site)
         print(f"site {number}: {site} ({size / 1e6:.1f} MB in {count} files)")
+    print(f"load average (1, 5, 15 min) at the start: {_load()}")
     visits: dict[tuple[str, Path], list[Visit]] = {}
 
     def session(site: Path, folder: Path, handler: type[_QuietHandler]) -> tuple[Visit, Visit]:
@@ -249,6 +257,7 @@ def main() -> int:
         print(_row(label, [median(kind, site, lambda v: v.received / 1e6) for site in sites], "MB"))
     off_site = sum(each.off_site for runs in visits.values() for each in runs)
     print(f"requests off 127.0.0.1: {off_site}")
+    print(f"load average (1, 5, 15 min) at the end: {_load()}")
     return 0 if off_site == 0 else 1
 
 

@@ -247,12 +247,17 @@ def notebook_imports(notebooks: list[Path]) -> list[str]:
                 tree = ast.parse("".join(cell["source"]))
             except SyntaxError:
                 continue  # an IPython magic, say: Python never sees that cell as it is
-            statements += [ast.unparse(node) for node in tree.body
-                           if isinstance(node, ast.Import | ast.ImportFrom)]  # fmt: skip
+            statements += [
+                ast.unparse(node)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and not node.level)
+            ]
     return list(dict.fromkeys(statements))
 
 
-def compile_to_bytecode(pyodide_npm: Path, archives: list[Path], imports: list[str]) -> list[Path]:
+def compile_to_bytecode(
+    pyodide_npm: Path, archives: list[Path], imports: list[str], cache: Path = CACHE / "bytecode"
+) -> list[Path]:
     """The archives with the modules `imports` loads compiled by Pyodide (bytecode.py); cached."""
     jobs = [
         {
@@ -267,9 +272,9 @@ def compile_to_bytecode(pyodide_npm: Path, archives: list[Path], imports: list[s
     digest = hashlib.sha256(task.encode() + BYTECODE.read_bytes() + PYODIDE_RUN.read_bytes())
     for source in [pyodide_npm / "package.json", *archives]:
         digest.update(hashlib.sha256(source.read_bytes()).digest())
-    folder = CACHE / "bytecode" / digest.hexdigest()[:16]
+    folder = cache / digest.hexdigest()[:16]
     if not (folder / "done").exists():
-        shutil.rmtree(CACHE / "bytecode", ignore_errors=True)  # an older build's: one is kept
+        shutil.rmtree(cache, ignore_errors=True)  # an older build's: one is kept
         (folder / "in").mkdir(parents=True)
         for archive in archives:
             shutil.copy2(archive, folder / "in" / archive.name)

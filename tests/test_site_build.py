@@ -1,0 +1,146 @@
+"""The browser edition's build (scripts/site/build.py) on small wheels and notebooks it is given.
+
+What the kernel loads follows from the site's pyodide-lock.json: each wheel's
+dependencies as Pyodide's Python reads its Requires-Dist, the import names it
+provides (bytecode-only modules included), and which imports the build compiles.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from site_harness import site_build_module
+
+
+def make_wheel(folder: Path, name: str, requires: list[str], files: tuple[str, ...] = ()) -> Path:
+    """A wheel of `name` 1.0 whose METADATA requires `requires` and which holds `files`."""
+    wheel = folder / f"{name.replace('-', '_')}-1.0-py3-none-any.whl"
+    metadata = "".join(f"Requires-Dist: {line}\n" for line in requires)
+    with zipfile.ZipFile(wheel, "w") as archive:
+        info = f"{name.replace('-', '_')}-1.0.dist-info"
+        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\n{metadata}\n")
+        archive.writestr(f"{info}/RECORD", "")
+        for file in files or (f"{name.replace('-', '_')}/__init__.py",):
+            archive.writestr(file, "")
+    return wheel
+
+
+def fake_pyodide(folder: Path) -> Path:
+    """What write_pyodide copies from Pyodide's npm package, as empty files and a lock."""
+    folder.mkdir()
+    for name in ("pyodide.mjs", "pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm"):
+        (folder / name).write_text("", encoding="utf-8")
+    (folder / "package.json").write_text("{}", encoding="utf-8")
+    lock = {"info": {"abi_version": "x"}, "packages": {}}
+    (folder / "pyodide-lock.json").write_text(json.dumps(lock), encoding="utf-8")
+    return folder
+
+
+def built_lock(tmp_path: Path, wheels: list[Path]) -> dict[str, Any]:
+    build = site_build_module()
+    stdlib = tmp_path / "python_stdlib.zip"
+    stdlib.write_bytes(b"")
+    target = tmp_path / "site"
+    build.write_pyodide(fake_pyodide(tmp_path / "npm"), stdlib, wheels, target)
+    lock: dict[str, Any] = json.loads((target / "pyodide-lock.json").read_text(encoding="utf-8"))
+    return lock
+
+
+def kernel_wheels(folder: Path) -> list[Path]:
+    return [make_wheel(folder, name, []) for name in site_build_module().KERNEL_PACKAGES]
+
+
+def test_a_wheels_dependencies_are_its_requirements_as_pyodide_reads_them(tmp_path: Path) -> None:
+    wheels = [
+        *kernel_wheels(tmp_path),
+        make_wheel(
+            tmp_path,
+            "agent17",
+            [
+                "pydantic>=2.7,<3",
+                "openai>=3,<4",  # left out of the site: no model server is reachable
+                'pexpect>4.3; sys_platform != "emscripten"',
+                'pytest; extra == "test"',
+                'typing_extensions; python_version < "3.12"',
+                "Graph.Viz",
+            ],
+        ),
+        make_wheel(tmp_path, "pydantic", []),
+        make_wheel(tmp_path, "graph-viz", []),
+    ]
+    packages = built_lock(tmp_path, wheels)["packages"]
+    assert packages["agent17"]["depends"] == ["pydantic", "graph-viz"]
+    assert packages["ipython"]["depends"] == []
+
+
+def test_a_requirement_the_site_does_not_ship_stops_the_build(tmp_path: Path) -> None:
+    wheels = [*kernel_wheels(tmp_path), make_wheel(tmp_path, "agent17", ["graphviz"])]
+    with pytest.raises(site_build_module().BuildError, match="agent17 requires graphviz"):
+        built_lock(tmp_path, wheels)
+
+
+def test_a_wheel_of_bytecode_names_the_modules_it_provides(tmp_path: Path) -> None:
+    files = (
+        "typing_extensions.pyc",
+        "tools/__init__.pyc",
+        "shown.py",
+        "__pycache__/shown.cpython-314.pyc",
+    )
+    wheel = make_wheel(tmp_path, "tools", [], files)
+    assert site_build_module()._top_level_imports(wheel) == ["shown", "tools", "typing_extensions"]
+
+
+def test_the_notebooks_imports_are_those_a_cell_runs(tmp_path: Path) -> None:
+    cells = [
+        {"cell_type": "markdown", "source": ["import nothing_in_markdown"]},
+        {"cell_type": "code", "source": ["%%time\n", "import magic_cells_are_not_python"]},
+        {"cell_type": "code", "source": ["import json\n", "from agent17 import Task\n", "x = 1"]},
+        {"cell_type": "code", "source": ["def f():\n", "    from agent17.viz import board_dot\n"]},
+        {"cell_type": "code", "source": ["import json"]},
+    ]
+    notebook = tmp_path / "01.ipynb"
+    notebook.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    assert site_build_module().notebook_imports([notebook]) == [
+        "import json",
+        "from agent17 import Task",
+        "from agent17.viz import board_dot",
+    ]
+
+
+def test_what_the_imports_load_is_compiled_and_the_rest_stays_source(tmp_path: Path) -> None:
+    build = site_build_module()
+    pyodide = build.download_npm(build.read_pins())["pyodide"]
+    jedi = make_wheel(
+        tmp_path,
+        "jedi",
+        [],
+        ("jedi/__init__.py", "jedi/cold.py", "jedi/third_party/typeshed/stubs/six/__init__.pyi"),
+    )
+    agent17 = make_wheel(tmp_path, "agent17", [], ("agent17/__init__.py", "agent17/cold.py"))
+    (stdlib, jedi, agent17) = build.compile_to_bytecode(
+        pyodide,
+        [pyodide / "python_stdlib.zip", jedi, agent17],
+        ["import jedi", "from agent17 import __name__", "import no_such_module_in_pyodide"],
+        tmp_path / "bytecode",
+    )
+    with zipfile.ZipFile(jedi) as archive:
+        names = archive.namelist()
+        record = archive.read("jedi-1.0.dist-info/RECORD").decode()
+    assert {"jedi/__init__.pyc", "jedi/cold.py"} <= set(names)  # no source where compiled
+    assert "jedi/__init__.py" not in names
+    assert not any(name.startswith("jedi/third_party/") for name in names)
+    assert "jedi/__init__.pyc,sha256=" in record and "third_party" not in record
+    with zipfile.ZipFile(agent17) as archive:
+        names = archive.namelist()
+    assert {"agent17/__init__.py", "agent17/cold.py"} <= set(names)  # agent17 keeps its sources
+    assert [name for name in names if name.endswith(".pyc")] == [
+        "agent17/__pycache__/__init__.cpython-314.pyc"
+    ]
+    with zipfile.ZipFile(stdlib) as archive:
+        names = set(archive.namelist())
+    assert "zipfile/__init__.pyc" in names and "zipfile/__init__.py" not in names  # installing
+    assert "antigravity.py" in names and "antigravity.pyc" not in names  # nothing imports it
