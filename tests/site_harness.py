@@ -45,6 +45,17 @@ KERNEL_READY_MS = 120_000
 RUN_ALL_MS = 240_000
 # No name resolves but loopback: a request that escaped the routing still goes nowhere.
 OFFLINE_ARGS = ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+# What the site keeps in the browser (JupyterLite's files, settings and workspace, in
+# IndexedDB and localStorage), forgotten: otherwise the next page restores the notebooks
+# an earlier page left open, each with its own kernel, and opens their saved copies.
+FORGET_THE_SITE = """async () => {
+    localStorage.clear();
+    const databases = await indexedDB.databases();
+    await Promise.all(databases.map(database => new Promise(done => {
+        const request = indexedDB.deleteDatabase(database.name);
+        request.onsuccess = request.onerror = request.onblocked = done;
+    })));
+}"""
 
 
 @functools.cache
@@ -138,8 +149,10 @@ class OfflineBrowser:
         return page
 
     def open_notebook(self, base_url: str, name: str) -> Any:
-        """A new page with notebooks/`name` open and its Pyodide kernel idle."""
+        """A new page with notebooks/`name` as the site has it open, and its kernel idle."""
         page = self.new_page()
+        page.goto(f"{base_url}/jupyter-lite.json")  # a page of the site's origin, a light one
+        page.evaluate(FORGET_THE_SITE)
         page.goto(f"{base_url}/lab/index.html?path=notebooks/{name}")
         wait_for_idle_kernel(page, KERNEL_READY_MS)
         return page

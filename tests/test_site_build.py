@@ -63,6 +63,7 @@ def test_a_wheels_dependencies_are_its_requirements_as_pyodide_reads_them(tmp_pa
             [
                 "pydantic>=2.7,<3",
                 "openai>=3,<4",  # left out of the site: no model server is reachable
+                "httpx2>=2.12,<3",
                 'pexpect>4.3; sys_platform != "emscripten"',
                 'pytest; extra == "test"',
                 'typing_extensions; python_version < "3.12"',

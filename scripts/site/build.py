@@ -65,6 +65,7 @@ KERNEL_IMPORTS = ["import micropip", "import piplite.piplite", "import pyodide_k
 # Requirements of the site's wheels that the browser does without, and why.
 NOT_IN_THE_BROWSER = {
     "openai": "agent17 imports it only to make a real model; the site reaches no model server",
+    "httpx2": "openai's HTTP client, imported with it",
     "jupyterlab": "the site itself is the front end",
     "jupyterlab-widgets": "ipywidgets' front end, built into the site's JupyterLab",
 }
