@@ -184,7 +184,7 @@ def class_session(
 
 
 def _load() -> str:
-    # On a shared machine the other processes' load changes every time measured.
+    # Other work on a shared machine swings every time this measures.
     return ", ".join(f"{value:.1f}" for value in os.getloadavg())
 
 
