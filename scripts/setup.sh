@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything agent17 needs on a fresh Debian/Ubuntu machine or in CI:
 # a check that Python is 3.11 or newer (before anything is installed),
-# Graphviz, Chromium and Python's venv module from apt (only when missing;
+# Graphviz, Chromium, rsync and Python's venv module from apt (only when missing;
 # PostgreSQL too when AGENT17_WITH_POSTGRES=1, as scripts/test.sh sets it), a
 # venv in .venv, the package with its development extras, and the notebooks
 # marked trusted. Safe to run again; fast when done. PYTHON picks the Python
@@ -72,6 +72,8 @@ have_postgres() {
 if [ "${AGENT17_WITH_POSTGRES:-0}" = "1" ] && ! have_postgres; then
   want+=(postgresql)
 fi
+# The state-file tests copy a workspace the ways users do, rsync -a among them.
+command -v rsync >/dev/null 2>&1 || want+=(rsync)
 # Debian and Ubuntu ship venv's ensurepip apart, in python3.X-venv; without
 # it `python -m venv` stops halfway with a venv that has no pip.
 if [ "$make_venv" = 1 ] && ! "$python" -c 'import ensurepip' >/dev/null 2>&1; then
