@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,6 +18,7 @@ import pytest
 
 from agent17 import SqliteTaskStore, TaskError
 from agent17.deterministic import COURSE_START, ManualClock, uuid_sequence
+from agent17.store.held_files import held
 
 TASK_ID_BLOCK = 17
 TOKEN_BLOCK = 71
@@ -83,8 +85,19 @@ def sequence_of(path: Path, task_id_: str) -> int:
 
 
 def digest(path: Path) -> str:
-    """SHA-256 of a file's bytes (proves "left untouched")."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """SHA-256 of a file's bytes (proves "left untouched").
+
+    Read through agent17's shared descriptor: closing a descriptor of its own would
+    drop the SQLite locks this process's stores hold on the file (held_files.py).
+    """
+    hasher, offset = hashlib.sha256(), 0
+    with held(path) as share:
+        if share is None:
+            raise FileNotFoundError(path)
+        while chunk := os.pread(share.descriptor, 1 << 20, offset):
+            hasher.update(chunk)
+            offset += len(chunk)
+    return hasher.hexdigest()
 
 
 def raises_code(code: str, action: Callable[[], object]) -> TaskError:

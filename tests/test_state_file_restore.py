@@ -3,9 +3,13 @@
 SQLite ties nothing in a -wal to its database, and a file replaced under an
 open connection keeps the old file's -wal and -shm beside the new one. These
 tests restore backups the way an operator would (a rename over the live file,
-a real teammate process holding it) and require the next opener to refuse
-with `foreign_wal`, touching nothing, while every legitimate -wal (a crashed
-writer's, agent17's or another program's) is still replayed.
+a copy over it, a copy after `rm`; a crashed writer's -wal beside it, a real
+teammate process holding it) and require the next opener never to mix the
+two: the restored board opens as restored, with the old -wal set aside (never
+deleted), or while a process still has the old file open `foreign_wal` comes,
+touching nothing, and doing what its message says loses nothing. Every
+legitimate -wal (a crashed writer's, agent17's or another program's) is still
+replayed.
 """
 
 from __future__ import annotations
@@ -13,26 +17,34 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import re
+import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
 from store_fixtures import db_path, digest
-from team_processes import Teammate, integrity, teammates
+from team_processes import Teammate, teammates
+from wal_workers import add_and_die, board_of, file_alone, hold_a_claim, integrity
 
 from agent17 import Mailbox, SqliteTaskStore
 from agent17.agent.ledger import IdempotencyLedger, LedgerKey
 from agent17.domain import Refusal
 from agent17.store import state_file
+from agent17.store.wal_file import read_record
+from agent17.store.wal_owner import WalSetAside
 
 __all__ = ["teammates"]  # the fixture, imported for the tests below
 
 spawn = multiprocessing.get_context("spawn")
 BARRIER_SECONDS = 60.0
+SAVED = ["saved 1", "saved 2", "saved 3"]
+LATER = ["later 1", "later 2", "later 3"]
 
 
 def _refused(code: str, action: Callable[[], object]) -> Refusal:
@@ -50,16 +62,6 @@ def _files_in(folder: Path) -> dict[str, str]:
     return {entry.name: digest(entry) for entry in sorted(folder.iterdir()) if entry.is_file()}
 
 
-def _board_of(path: Path) -> list[tuple[str, str]]:
-    """(subject, status) of every task in a board file, read without touching it."""
-    connection = sqlite3.connect(f"{path.as_uri()}?immutable=1", uri=True)
-    try:
-        rows = connection.execute("SELECT subject, status FROM tasks ORDER BY sequence")
-        return [(str(subject), str(status)) for subject, status in rows]
-    finally:
-        connection.close()
-
-
 def _backup(path: Path, into: Path) -> Path:
     """A clean one-file backup of a live state file, made by SQLite itself."""
     connection = sqlite3.connect(path)
@@ -70,25 +72,111 @@ def _backup(path: Path, into: Path) -> Path:
     return into
 
 
-def _set_journals_aside(path: Path, aside: Path) -> None:
-    """The restore procedure's step once every teammate is stopped."""
-    aside.mkdir()
-    for journal in _journals(path):
-        journal.rename(aside / journal.name)
+def _subjects(store: SqliteTaskStore) -> list[str]:
+    return [task.subject for task in store.list_tasks()]
 
 
-def _tasks_claimed(path: Path) -> int:
-    connection = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+def _opened_as_restored(workspace: Path, expected: list[str]) -> Path:
+    """Open the restored board: it must be the backup, the old -wal set aside; where it went."""
+    with pytest.warns(WalSetAside) as warned:
+        board = SqliteTaskStore(workspace)
+    assert _subjects(board) == expected
+    board.close()
+    assert integrity(db_path(workspace)) == ["ok"]
+    (message,) = [str(each.message) for each in warned]
+    found = re.search(r" in (\S+), and tasks.sqlite3 opened as it is now", message)
+    assert found, message
+    return Path(found.group(1))
+
+
+def _nothing_lost(aside: Path, before: Path, wal_before: str, expected: list[str]) -> None:
+    """The set-aside -wal is the old one, and beside the old file it opens whole."""
+    wal = aside / "tasks.sqlite3-wal"
+    assert digest(wal) == wal_before
+    old = before.parent / "old-board"
+    old.mkdir()
+    shutil.copy(before, old / "tasks.sqlite3")
+    shutil.copy(wal, old / "tasks.sqlite3-wal")
+    assert [subject for subject, _, _ in board_of(old / "tasks.sqlite3")] == expected
+
+
+@contextlib.contextmanager
+def _claimed_board(workspace: Path, backup: Path) -> Iterator[int]:
+    """SAVED in the file and in `backup`; a claim and LATER only in the -wal; the claimant's pid."""
+    lead = SqliteTaskStore(workspace)
+    lead.create_tasks([(subject, "", ()) for subject in SAVED])
+    _backup(lead.path, backup)
+    lead.close()
+    claimed = spawn.Event()
+    holder = spawn.Process(target=hold_a_claim, args=(str(workspace), claimed))
+    holder.start()
     try:
-        (count,) = connection.execute(
-            "SELECT count(*) FROM tasks WHERE status != 'pending'"
-        ).fetchone()
-        return int(count)
+        assert claimed.wait(BARRIER_SECONDS)
+        adder = spawn.Process(target=add_and_die, args=(str(workspace), LATER))
+        adder.start()
+        adder.join(BARRIER_SECONDS)
+        assert adder.exitcode == 0
+        assert file_alone(db_path(workspace)) == SAVED
+        assert holder.pid is not None
+        yield holder.pid
     finally:
-        connection.close()
+        holder.kill()
+        holder.join(BARRIER_SECONDS)
 
 
-def test_a_backup_restored_under_a_running_teammate_is_refused_untouched_then_opens_whole(
+def _restore(how: str, backup: Path, path: Path) -> None:
+    """Put `backup` in place of the board file, the way `how` says."""
+    if how == "rename":
+        os.replace(backup, path)
+    elif how == "cp over":
+        subprocess.run(["cp", str(backup), str(path)], check=True, timeout=60)
+    else:  # "rm then cp": the new file may even get the old inode number
+        path.unlink()
+        subprocess.run(["cp", str(backup), str(path)], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("how", ["rename", "cp over", "rm then cp"])
+def test_a_backup_restored_beside_a_crashed_writers_wal_opens_as_restored(
+    tmp_path: Path, how: str
+) -> None:
+    workspace = tmp_path / "workspace"
+    path = db_path(workspace)
+    backup = tmp_path / "backup.sqlite3"
+    with _claimed_board(workspace, backup) as teammate:
+        os.kill(teammate, signal.SIGKILL)
+    wal_before = digest(_journals(path)[0])
+    before = Path(shutil.copy(path, tmp_path / "before.sqlite3"))
+    _restore(how, backup, path)
+
+    aside = _opened_as_restored(workspace, SAVED)
+    _nothing_lost(aside, before, wal_before, SAVED + LATER)
+
+
+@pytest.mark.parametrize("how", ["rename", "cp over"])
+def test_a_restore_under_a_live_teammate_is_refused_and_its_advice_loses_nothing(
+    tmp_path: Path, how: str
+) -> None:
+    workspace = tmp_path / "workspace"
+    path = db_path(workspace)
+    backup = tmp_path / "backup.sqlite3"
+    with _claimed_board(workspace, backup) as teammate:
+        os.kill(teammate, signal.SIGSTOP)  # alive, its connection open on the old file
+        wal_before = digest(_journals(path)[0])
+        before = Path(shutil.copy(path, tmp_path / "before.sqlite3"))
+        _restore(how, backup, path)
+        untouched = _files_in(path.parent)
+
+        error = _refused("foreign_wal", lambda: SqliteTaskStore(workspace))
+        assert _files_in(path.parent) == untouched
+        assert "stop every teammate and program using this workspace, then open it again" in (
+            error.message
+        )
+    # Followed literally: the teammate is stopped (killed on leaving the block), open again.
+    aside = _opened_as_restored(workspace, SAVED)
+    _nothing_lost(aside, before, wal_before, SAVED + LATER)
+
+
+def test_a_backup_restored_under_a_running_teammate_opens_as_restored_once_it_stops(
     tmp_path: Path, teammates: Callable[..., Teammate]
 ) -> None:
     workspace = tmp_path / "workspace"
@@ -96,7 +184,6 @@ def test_a_backup_restored_under_a_running_teammate_is_refused_untouched_then_op
     lead.create_tasks([(f"saved {n}", "", ()) for n in range(6)])
     path = lead.path
     backup = _backup(path, tmp_path / "backup.sqlite3")
-    saved = _board_of(backup)
     lead.create_tasks([(f"later {n}", "x" * 2000, ()) for n in range(30)])
     lead.close()
     alice = teammates(
@@ -106,23 +193,11 @@ def test_a_backup_restored_under_a_running_teammate_is_refused_untouched_then_op
     alice.wait_for_line("works on")  # she holds a claim: her connection writes the -wal
 
     os.replace(backup, path)  # the operator restores the backup under her
-    restored = digest(path)
     assert alice.finish() == 1
     assert len(alice.errors) == 1 and "unsafe_store_path" in alice.errors[0], alice.errors
-    wal, _ = _journals(path)
-    assert wal.stat().st_size > 0  # the replaced file's last pages, still beside the copy
-    wal_before = digest(wal)
+    assert _journals(path)[0].stat().st_size > 0  # the replaced file's last pages
 
-    error = _refused("foreign_wal", lambda: SqliteTaskStore(workspace))
-    assert "tasks.sqlite3-wal" in error.message and "stop every teammate" in error.message
-    assert digest(path) == restored and digest(wal) == wal_before
-
-    # The documented procedure: every teammate stopped (alice is), the journals set aside.
-    _set_journals_aside(path, tmp_path / "aside")
-    board = SqliteTaskStore(workspace)
-    assert [(task.subject, task.status.value) for task in board.list_tasks()] == saved
-    board.close()
-    assert integrity(path) == ["ok"]
+    _opened_as_restored(workspace, [f"saved {n}" for n in range(6)])
 
 
 def test_the_read_only_probe_does_not_read_a_foreign_wal_either(tmp_path: Path) -> None:
@@ -133,7 +208,6 @@ def test_the_read_only_probe_does_not_read_a_foreign_wal_either(tmp_path: Path) 
     other.create_tasks([(f"theirs {n}", "t" * 300, ()) for n in range(8)])
     backup = _backup(other.path, tmp_path / "backup.sqlite3")
     other.close()
-    saved = _board_of(backup)
     workspace = tmp_path / "workspace"
     live = SqliteTaskStore(workspace)
     live.create_tasks([(f"ours {n}", "o" * 300, ()) for n in range(8)])
@@ -147,8 +221,7 @@ def test_the_read_only_probe_does_not_read_a_foreign_wal_either(tmp_path: Path) 
     # The open store notices the swap itself, and writes neither file.
     _refused("unsafe_store_path", lambda: live.claim_next("bob"))
     live.close()
-    _set_journals_aside(live.path, tmp_path / "aside")
-    assert [(t.subject, t.status.value) for t in SqliteTaskStore(workspace).list_tasks()] == saved
+    _opened_as_restored(workspace, [f"theirs {n}" for n in range(8)])
 
 
 def test_a_board_deleted_under_an_open_store_is_not_recreated_beside_its_wal(
@@ -164,18 +237,31 @@ def test_a_board_deleted_under_an_open_store_is_not_recreated_beside_its_wal(
     store.close()
 
 
-def test_even_an_empty_wal_of_the_replaced_file_is_refused(tmp_path: Path) -> None:
-    # A reader that never wrote leaves a 0-byte -wal; while it is open it shares that
-    # -wal (and the -shm) by name, and its next write would go into the new file's.
+def test_an_empty_wal_of_the_replaced_file_holds_nothing_to_mix_and_its_reader_stops(
+    tmp_path: Path,
+) -> None:
+    # A reader that never wrote leaves a 0-byte -wal it shares (with the -shm) by name.
+    # Nothing in it can be replayed, so the restored file opens; the reader, still on
+    # the replaced file, is refused at its next call and writes nothing anywhere.
     writer = SqliteTaskStore(tmp_path)
     writer.create_task("A")
-    writer.close()  # the last connection folds its -wal in and deletes it
+    writer.close()  # checkpointed, and the -wal deleted
     reader = SqliteTaskStore(tmp_path)
     wal, _ = _journals(reader.path)
     assert wal.stat().st_size == 0
-    os.replace(_backup(reader.path, tmp_path / "copy.sqlite3"), reader.path)
-    _refused("foreign_wal", lambda: SqliteTaskStore(tmp_path))
+    restored = tmp_path / "copy.sqlite3"
+    _backup(reader.path, restored)
+    with contextlib.closing(sqlite3.connect(restored)) as connection:
+        connection.execute("UPDATE tasks SET subject = 'restored'")
+        connection.commit()
+    os.replace(restored, reader.path)
+    board = SqliteTaskStore(tmp_path)
+    assert _subjects(board) == ["restored"]
+    _refused("unsafe_store_path", lambda: reader.create_task("B"))
+    board.create_task("C")
+    assert _subjects(board) == ["restored", "C"]
     reader.close()
+    board.close()
 
 
 def _board(workspace: Path) -> tuple[object, Callable[[], object]]:
@@ -196,7 +282,7 @@ def _ledger(workspace: Path) -> tuple[object, Callable[[], object]]:
 
 
 @pytest.mark.parametrize("opener", [_board, _mailbox, _ledger], ids=["board", "mailbox", "ledger"])
-def test_every_state_file_refuses_the_wal_of_the_file_it_replaced(
+def test_every_state_file_keeps_the_wal_of_the_file_it_replaced_out_of_it(
     tmp_path: Path, opener: Callable[[Path], tuple[object, Callable[[], object]]]
 ) -> None:
     first, write = opener(tmp_path)
@@ -205,13 +291,64 @@ def test_every_state_file_refuses_the_wal_of_the_file_it_replaced(
     copy = _backup(path, tmp_path / "copy.sqlite3")
     os.replace(copy, path)
     restored = digest(path)
-    _refused("foreign_wal", lambda: opener(tmp_path))
+    _refused("foreign_wal", lambda: opener(tmp_path))  # the first is still open
     assert digest(path) == restored
     getattr(first, "close")()  # noqa: B009
-    _set_journals_aside(path, tmp_path / "aside")
-    second, write_again = opener(tmp_path)
+    with pytest.warns(WalSetAside):
+        second, write_again = opener(tmp_path)
     write_again()
     getattr(second, "close")()  # noqa: B009
+
+
+def _crash_inside_a_rollback_transaction(path: Path) -> None:
+    """Another program takes the board out of WAL mode and dies halfway through a write."""
+    editor = (
+        "import os, sqlite3, sys\n"
+        "connection = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "connection.execute('PRAGMA journal_mode = DELETE')\n"
+        "connection.execute('PRAGMA cache_size = 10')\n"  # spills pages into the file
+        "connection.execute('BEGIN IMMEDIATE')\n"
+        "connection.execute(\"UPDATE tasks SET description = printf('%.3000c', 'x')\")\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", editor, str(path)], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("replaced", [False, True], ids=["not replaced", "replaced"])
+def test_a_rollback_journal_beside_a_changed_file_is_refused_and_either_advice_loses_nothing(
+    tmp_path: Path, replaced: bool
+) -> None:
+    workspace = tmp_path / "workspace"
+    lead = SqliteTaskStore(workspace)
+    lead.create_tasks([(f"task {n}", "", ()) for n in range(300)])
+    path = lead.path
+    backup = _backup(path, tmp_path / "backup.sqlite3")
+    lead.close()
+    _crash_inside_a_rollback_transaction(path)
+    journal = path.with_name("tasks.sqlite3-journal")
+    assert journal.stat().st_size > 0
+    if replaced:
+        with contextlib.closing(sqlite3.connect(backup)) as connection:
+            connection.execute("UPDATE tasks SET subject = 'restored ' || subject")
+            connection.commit()
+        os.replace(backup, path)
+
+    error = _refused("foreign_wal", lambda: SqliteTaskStore(workspace))
+    advice = error.message.split("To go on: ", 1)[1]
+    if replaced:  # "...move tasks.sqlite3-journal out of <folder>..."
+        assert f"move tasks.sqlite3-journal out of {path.parent}" in advice
+        journal.rename(tmp_path / journal.name)
+        expected = [f"restored task {n}" for n in range(300)]
+    else:  # "...open it once with the sqlite3 program (sqlite3 <file> 'PRAGMA quick_check')..."
+        command = re.search(r"\(sqlite3 (\S+) '(PRAGMA quick_check)'\)", advice)
+        assert command and command.group(1) == str(path)
+        subprocess.run(["sqlite3", command.group(1), command.group(2)], check=True, timeout=60)
+        expected = [f"task {n}" for n in range(300)]
+    board = SqliteTaskStore(workspace)
+    assert _subjects(board) == expected
+    assert all(task.description == "" for task in board.list_tasks())
+    board.close()
+    assert integrity(path) == ["ok"]
 
 
 # -- every legitimate -wal is still replayed ------------------------------------------------
@@ -335,10 +472,12 @@ def test_an_unreadable_wal_owner_record_counts_as_none_and_is_written_again(
 ) -> None:
     SqliteTaskStore(tmp_path).create_task("A")
     record = db_path(tmp_path).with_name("tasks.sqlite3-wal-owner")
-    record.write_text("not json")
+    record.write_text('{"database_inode": 1}')  # not a record (an older agent17 wrote these)
     store = SqliteTaskStore(tmp_path)
     assert [task.subject for task in store.list_tasks()] == ["A"]
-    assert f'"database_inode": {store.path.stat().st_ino}' in record.read_text()
+    written = read_record(record)
+    info = store.path.stat()
+    assert written is not None and written.state == (info.st_size, info.st_mtime_ns)
 
 
 # -- the safe way to restore: through SQLite, into the live file -------------------------------
@@ -352,7 +491,7 @@ def test_a_backup_restored_through_sqlite_into_the_stopped_board_opens_whole(
     store = SqliteTaskStore(tmp_path)
     store.create_tasks([(f"saved {n}", "", ()) for n in range(3)])
     backup = _backup(store.path, tmp_path / "backup.sqlite3")
-    saved = _board_of(backup)
+    saved = [(subject, status) for subject, status, _ in board_of(backup)]
     store.create_tasks([(f"later {n}", "", ()) for n in range(3)])
     store.close()
     with (

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Final
 
 from agent17.domain import ErrorCode, Refusal
+from agent17.store.held_files import held
 
 RefusalFactory = Callable[[ErrorCode, str], Refusal]
 """Builds the caller's refusal (TaskError, MailboxError, ...) from a code and a message."""
@@ -124,6 +125,8 @@ def sqlite_failure(
             f"{path} was moved or replaced while open; {NOTHING_CHANGED}. Open it again",
         )
     known = _SQLITE_ADVICE.get(code & 0xFF)
+    if code == sqlite3.SQLITE_IOERR_SHMSIZE:  # the -shm could not grow: a full disk, mostly
+        known = ("its -shm could not grow (a full disk?)", _FULL)
     if known is None:
         return None
     what, advice = known
@@ -170,11 +173,11 @@ def read_failure(*paths: Path) -> tuple[Path, OSError] | None:
     """The first OSError met reading `paths` whole (a missing one is skipped), or None."""
     for path in paths:
         try:
-            with open(path, "rb") as handle:
-                while handle.read(1 << 20):
-                    pass
-        except FileNotFoundError:
-            continue
+            # Through the shared descriptor: closing another one would drop SQLite's locks.
+            with held(path) as share:
+                offset = 0
+                while share is not None and (data := os.pread(share.descriptor, 1 << 20, offset)):
+                    offset += len(data)
         except OSError as error:
             return path, error
     return None

@@ -32,8 +32,8 @@ __all__ = ["RefusalFactory"]  # defined beside the failures, used by every store
 STATE_DIRNAME = ".agent_tutorial"
 TASK_DB_NAME = "tasks.sqlite3"
 WAL_OWNER_SUFFIX = "-wal-owner"
-SQLITE_SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal", WAL_OWNER_SUFFIX)
-"""The files beside a state file that are written with it: SQLite's, and agent17's record."""
+SQLITE_SIDECAR_SUFFIXES = ("-wal", "-shm", "-journal", WAL_OWNER_SUFFIX, WAL_OWNER_SUFFIX + ".lock")
+"""The files beside a state file that are written with it: SQLite's, agent17's record and lock."""
 
 
 def _inside(path: Path, root: Path) -> bool:

@@ -6,17 +6,19 @@ each is opened here, the same way (`StateFile`):
 
 1. the path is checked (realpath, no links, one hard link: `paths.py`);
 2. a -wal beside it that was written for another file (the one a restored
-   backup replaced) is refused before anything reads it (`wal_owner.py`);
+   backup replaced) is refused, or set aside, before anything reads it
+   (`wal_owner.py`);
 3. a file that already has content is probed on a *read-only* connection: it
    must be SQLite, carry this schema's version and hold exactly the schema's
    tables, indexes and triggers (`schema_file.py`), and pass `PRAGMA
    quick_check`. Anything else is refused and left byte-identical (a
    read-write connection would fold a crashed writer's WAL into the file when
    it closed);
-4. the read-write connection: the file it opened is recorded as the owner of
-   the journals beside it, then autocommit (we write BEGIN ourselves), a busy
-   timeout, foreign keys on, WAL with synchronous=FULL; an empty file gets the
-   whole schema file in one transaction.
+4. the read-write connection: autocommit (we write BEGIN ourselves), a busy
+   timeout, foreign keys on, WAL with synchronous=FULL and agent17's own
+   checkpoints; the file is recorded beside it before its first frame
+   (`wal_owner.py`); an empty file gets the whole schema file in one
+   transaction.
 
 A file of 0 bytes counts as a new, empty database and gets the schema. That
 is a judgement call: 0 bytes hold no data to protect, it is exactly what a
@@ -28,11 +30,12 @@ would strand every workspace whose first run was interrupted at that moment.
 Every later transaction is the plain one of database.py, run through
 `guarded()`: it holds the connection's lock, ends a transaction an earlier
 interrupt left open, checks inside the transaction that the state folder and
-the file are still the ones opened (see `_check_identity`), keeps rolling
+the file are still the ones opened, unchanged (see `_check_identity`), keeps rolling
 back through a second interrupt, and turns a failure of the machine rather
 than of the file (a full or read-only disk, an I/O error, a file this user
 may not open, a lock held past the busy timeout) into `store_unavailable`
-(`file_failures.py`), with the message saying whether anything changed.
+(`file_failures.py`), with the message saying whether anything changed. After
+a write, it runs agent17's checkpoint when one is due.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import sqlite3
 import stat
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final, TypeVar
@@ -58,9 +62,10 @@ from agent17.store.file_failures import (
     sqlite_failure,
     transaction_failure,
 )
+from agent17.store.held_files import held
 from agent17.store.paths import RefusalFactory, check_state_file, safe_state_file
 from agent17.store.schema_file import Schema, schema_objects
-from agent17.store.wal_owner import record_owner, refuse_foreign_journals
+from agent17.store.wal_owner import WalOwner
 
 BUSY_TIMEOUT_SECONDS: Final = 30.0
 """How long a writer waits for another's BEGIN IMMEDIATE before "database is locked"."""
@@ -75,6 +80,7 @@ _UNDECODABLE_TEXT: Final = "Could not decode to UTF-8"
 _LOCK_KEY: Final = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 
 T = TypeVar("T")
+
 Helper = Callable[[sqlite3.Connection, Callable[[sqlite3.Connection], T], str], T]
 """The plain transaction helper: (connection, operation, BEGIN statement) -> result."""
 
@@ -140,11 +146,10 @@ class StateFile:
         refusal = self._refusal
         self._folder_identity = self._state_folder_identity()
         self._folder_text, self._path_text = os.fspath(self.path.parent), os.fspath(self.path)
-        before = check_state_file(self.path, self.workspace, refusal)
+        self._owner = owner = WalOwner(self.path, self.schema.what, refusal)
         # Before the probe: a read-only connection reads WAL frames too.
-        refuse_foreign_journals(self.path, before, refusal)
-        if before is not None and before.st_size > 0:
-            self._probe_read_only()
+        owner.admit(probe_alone=lambda: self._probe_read_only(alone=True))
+        before = self._probe_read_only()
         self._connection = sqlite3.connect(
             self.path,
             isolation_level=None,  # autocommit: every transaction is our explicit BEGIN
@@ -152,6 +157,7 @@ class StateFile:
             timeout=BUSY_TIMEOUT_SECONDS,
         )
         try:
+            owner.hold_database()  # before the first statement takes a lock on it
             opened = check_state_file(self.path, self.workspace, refusal)
             # The file may have been swapped between the check and the open.
             if opened is None or (
@@ -160,22 +166,33 @@ class StateFile:
                 raise refusal(ErrorCode.UNSAFE_STORE_PATH, f"{self.path} changed while opening")
             self._identity = _identity(opened)
             self._check_identity()  # and the folder may have been swapped meanwhile
-            # Before the first byte this connection writes (the WAL switch included).
-            record_owner(self.path, opened)
             self._connection.row_factory = sqlite3.Row  # rows are read by column name
             self._connection.execute("PRAGMA foreign_keys = ON")
+            # agent17 checkpoints itself, recording what it wrote (wal_owner.py).
+            self._connection.execute("PRAGMA wal_autocheckpoint = 0")
             # WAL: readers never block the writer. FULL: a commit survives a power cut,
             # so a claim the store reported is never forgotten (README, "Durability").
             _switch_to_wal(self._connection)
             self._connection.execute("PRAGMA synchronous = FULL")
+            owner.adopt()  # before the first frame this connection writes
             self._create_or_verify()
+            owner.hold_shm()
         except BaseException:
-            self._connection.close()
+            owner.close(self._connection)  # never folds a -wal into a file it was not written for
             raise
+        # Closes the connection as close() does when the store is dropped without it.
+        self._closer = weakref.finalize(self, owner.close, self._connection)
 
-    def _probe_read_only(self) -> None:
-        with open(self.path, "rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
+    def _probe_read_only(self, *, alone: bool = False) -> os.stat_result | None:
+        """Check a file with content on a read-only connection (`alone`: without its -wal).
+
+        Returns the file's lstat (None: there is no file yet).
+        """
+        info = check_state_file(self.path, self.workspace, self._refusal)
+        if info is None or info.st_size == 0:
+            return info
+        with held(self.path) as database:
+            header = b"" if database is None else os.pread(database.descriptor, 16, 0)
         if header != SQLITE_HEADER:
             raise self._refusal(
                 ErrorCode.SCHEMA_VERSION_MISMATCH,
@@ -184,11 +201,12 @@ class StateFile:
             )
         sidecars = [self.path.with_name(self.path.name + end) for end in ("-wal", "-shm")]
         existed = [sidecar.exists() for sidecar in sidecars]
+        mode = "immutable=1" if alone else "mode=ro"
         probe = sqlite3.connect(
-            f"{self.path.as_uri()}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_SECONDS
+            f"{self.path.as_uri()}?{mode}", uri=True, timeout=BUSY_TIMEOUT_SECONDS
         )
         try:
-            self._verify(probe, deep=True)
+            self.schema.verify(probe, self.path, self._refusal, deep=True)
         except sqlite3.DatabaseError as error:
             probe.close()
             self._remove_probe_sidecars(sidecars, existed)
@@ -201,6 +219,7 @@ class StateFile:
             self._remove_probe_sidecars(sidecars, existed)
             raise
         probe.close()
+        return info
 
     @staticmethod
     def _remove_probe_sidecars(sidecars: list[Path], existed: list[bool]) -> None:
@@ -236,49 +255,8 @@ class StateFile:
                     raise
         # One read transaction; whatever escapes it closes the connection (`_open`).
         connection.execute("BEGIN")
-        self._verify(connection, deep=False)
+        self.schema.verify(connection, self.path, self._refusal, deep=False)
         connection.execute("ROLLBACK")
-
-    def _verify(self, connection: sqlite3.Connection, *, deep: bool) -> None:
-        schema, path = self.schema, self.path
-        found = frozenset(schema_objects(connection))
-        if not found:
-            return
-        tables = {name for kind, name, _, _ in found if kind == "table"}
-        if schema.metadata_table not in tables:
-            raise self._refusal(
-                ErrorCode.SCHEMA_VERSION_MISMATCH,
-                f"{path} is a SQLite database but not {schema.what} (it has no"
-                f" {schema.metadata_table}); it was left untouched",
-            )
-        try:
-            row = connection.execute(
-                f"SELECT value FROM {schema.metadata_table} WHERE key = 'schema_version'"
-            ).fetchone()
-        except sqlite3.OperationalError:  # a table of that name, but not ours
-            row = ("unreadable",)
-        version = None if row is None else row[0]
-        if version != schema.version:
-            raise self._refusal(
-                ErrorCode.SCHEMA_VERSION_MISMATCH,
-                f"{path} has {schema.what} schema version {version!r}; this agent17 needs"
-                f" {schema.version!r}. The file was left untouched.",
-            )
-        if found != schema.objects:
-            missing = sorted(name for _, name, _, _ in schema.objects - found)
-            extra = sorted(name for _, name, _, _ in found - schema.objects)
-            raise self._refusal(
-                ErrorCode.STORE_UNREADABLE,
-                f"{path} is not an intact {schema.what}: missing or changed"
-                f" {missing or 'nothing'}, unexpected {extra or 'nothing'}; it was left untouched",
-            )
-        if deep:
-            problems = [str(line) for (line,) in connection.execute("PRAGMA quick_check")]
-            if problems != ["ok"]:
-                raise self._refusal(
-                    ErrorCode.STORE_UNREADABLE,
-                    f"{path} is damaged ({problems[0]}); it was left untouched",
-                )
 
     def _unreadable(self, error: sqlite3.DatabaseError) -> Refusal:
         # A failing disk can make SQLite call a sound file "malformed" (its view of the
@@ -300,14 +278,39 @@ class StateFile:
         """Run `helper(connection, operation, begin)` (the plain transaction), guarded.
 
         Inside the transaction the identity of the folder and the file is checked
-        before `operation` runs; whatever escapes is rolled back and explained.
+        before `operation` runs; whatever escapes is rolled back and explained. After
+        a write, agent17's checkpoint runs when one is due.
         """
+        writing = begin != "BEGIN"
+        with self._lock:
+            result = self._guarded(helper, operation, begin, writing)
+            if writing and self._owner.checkpoint_due():
+
+                def checkpoint(connection: sqlite3.Connection) -> T:
+                    self._owner.checkpoint(connection)
+                    return result
+
+                # The write is done and durable; a checkpoint that cannot run now runs later.
+                with contextlib.suppress(Refusal):
+                    self._guarded(helper, checkpoint, "BEGIN IMMEDIATE", True)
+            return result
+
+    def _guarded(
+        self,
+        helper: Helper[T],
+        operation: Callable[[sqlite3.Connection], T],
+        begin: str,
+        writing: bool,
+    ) -> T:
+        self._refuse_if_stopped()
         connection = self._connection
         done, first = False, None
 
         def checked(connection: sqlite3.Connection) -> T:
             nonlocal done, first
-            self._check_identity()
+            now = self._check_identity()
+            if (now.st_size, now.st_mtime_ns) != self._owner.known:
+                self._owner.check(now, writing)
             try:
                 result = operation(connection)
             except BaseException as error:
@@ -316,40 +319,45 @@ class StateFile:
             done = True  # what fails after this is the COMMIT
             return result
 
-        with self._lock:
-            try:
-                if connection.in_transaction:
-                    # Backstop: an interrupt that escaped the rollback below (a third
-                    # signal landing between its retries) left the last transaction
-                    # open. Nothing of it was committed: it is rolled back first.
-                    connection.execute("ROLLBACK")
-                return helper(connection, checked, begin)
-            except BaseException as error:
-                # Python raises a pending signal at the next check between bytecodes: a
-                # second Ctrl-C, or SIGTERM turned into KeyboardInterrupt, can land in
-                # the helper's rollback and leave the transaction open, holding the
-                # write lock against every other process. So the rollback is tried
-                # again here, inline (on entry to a helper function a third signal
-                # would escape before any try), with a try that holds only the C call.
-                while True:
-                    try:
-                        if connection.in_transaction:
-                            connection.execute("ROLLBACK")
-                        break
-                    except sqlite3.Error:
-                        break  # the connection is unusable; SQLite ends its transaction
-                    except BaseException:  # another interrupt: roll back all the same
-                        continue
-                error = first or error
-                if isinstance(error, sqlite3.DatabaseError) and _is_unreadable(error):
-                    raise self._unreadable(error) from None
-                failure = transaction_failure(self._refusal, self.path, error, done)
-                if failure is not None:
-                    raise failure from None
-                raise error
+        try:
+            if connection.in_transaction:
+                # Backstop: an interrupt that escaped the rollback below (a third
+                # signal landing between its retries) left the last transaction
+                # open. Nothing of it was committed: it is rolled back first.
+                connection.execute("ROLLBACK")
+            return helper(connection, checked, begin)
+        except BaseException as error:
+            # Python raises a pending signal at the next check between bytecodes: a
+            # second Ctrl-C, or SIGTERM turned into KeyboardInterrupt, can land in
+            # the helper's rollback and leave the transaction open, holding the
+            # write lock against every other process. So the rollback is tried
+            # again here, inline (on entry to a helper function a third signal
+            # would escape before any try), with a try that holds only the C call.
+            while True:
+                try:
+                    if connection.in_transaction:
+                        connection.execute("ROLLBACK")
+                    break
+                except sqlite3.Error:
+                    break  # the connection is unusable; SQLite ends its transaction
+                except BaseException:  # another interrupt: roll back all the same
+                    continue
+            if self._owner.broken is not None:
+                self._closer()  # the file changed under it: closed without a checkpoint
+            error = first or error
+            if isinstance(error, sqlite3.DatabaseError) and _is_unreadable(error):
+                raise self._unreadable(error) from None
+            failure = transaction_failure(self._refusal, self.path, error, done)
+            if failure is not None:
+                raise failure from None
+            raise error
 
-    def _check_identity(self) -> None:
-        """Refuse to go on if the state folder or the file is no longer the one opened.
+    def _refuse_if_stopped(self) -> None:
+        if self._owner.broken is not None:
+            raise self._refusal(ErrorCode.FOREIGN_WAL, self._owner.broken)
+
+    def _check_identity(self) -> os.stat_result:
+        """Refuse to go on if the state folder or the file is no longer the one opened; its lstat.
 
         SQLite keeps the descriptors it opened, whatever happens to the names. After
         a swap (a backup restored with `os.replace`, the folder moved away and a
@@ -359,7 +367,9 @@ class StateFile:
         two boards, and a task can be claimed on each. The check runs inside the
         transaction, after BEGIN, so a lock wait of any length cannot hide a swap
         that happened before this transaction started. The folder is checked with
-        lstat first, because lstat of the file follows a symlink in its parent.
+        lstat first, because lstat of the file follows a symlink in its parent. (A
+        file whose size or mtime changed is `WalOwner.check`'s: a checkpoint, or a
+        backup copied over it in place.)
         """
         folder = self.path.parent
         try:  # on str paths: this runs in every transaction
@@ -381,6 +391,7 @@ class StateFile:
                 f"{self.path} is no longer the file this {self.schema.what} opened"
                 " (replaced, moved or linked); open it again",
             )
+        return now
 
     def _state_folder_identity(self) -> tuple[int, int]:
         folder = self.path.parent
@@ -396,6 +407,7 @@ class StateFile:
         other processes (a new task, a completion, a message) without reading any row.
         """
         with self._lock:
+            self._refuse_if_stopped()
             try:
                 (version,) = self._connection.execute("PRAGMA data_version").fetchone()
             except sqlite3.Error as error:
@@ -443,7 +455,7 @@ class StateFile:
     def close(self) -> None:
         """Close the connection; the file stays for the next opener."""
         with self._lock:
-            self._connection.close()
+            self._closer()
 
 
 class ExclusiveHold:

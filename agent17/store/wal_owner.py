@@ -1,152 +1,465 @@
-"""Which file a -wal beside a state file was written for: the one fact SQLite does not record.
+"""Whether the -wal beside a state file belongs to it: the one fact SQLite does not record.
 
-Why this exists. SQLite replays every frame of a -wal whose checksums hold,
-whatever file the -wal lies beside: its header names a page size and random
-salts, never the database. And a file replaced under an open connection (a
-backup renamed onto the board, or copied over it after `rm`) keeps the old
-file's -wal and -shm, because SQLite skips the closing checkpoint and the
-deletion when its file has moved. The next opener, a read-only one included
-(it reads WAL frames too), would lay the old file's last pages over the
-restored one: the restored tasks vanish, the old ones come back, an index
-points at rows that are not there, and every write after that makes it
-permanent. So each opener of a state file records, in `<file>-wal-owner`
-beside it, which file it opened read-write there (its inode), and every
-opener checks that record before anything reads the file.
+Why. SQLite replays every frame of a -wal whose checksums hold, whatever file
+the -wal lies beside: nothing in it names its database. A backup put in place
+of a board (renamed onto it, copied over it in place, copied in after `rm`)
+leaves the old file's -wal beside it, and replaying that lays the old file's
+last pages over the restored ones: a mixed board, often damaged for good. A
+copy or move of the whole workspace (cp -a, tar, rsync -a, mv to another disk)
+gives every file a new inode but keeps the file and its -wal together, and
+there replaying is exactly right. Inodes cannot tell the two apart (the record
+once held one, and refused every copy); the content can.
 
-The rule: a -wal (or a non-empty -journal) beside a file that is not the
-recorded one is refused (`foreign_wal`), and nothing is touched. Why:
+The rule. `<file>-wal-owner` records a hash of each page of the file as agent17
+last left it, with the file's (size, mtime_ns). A file whose size and mtime are
+the recorded ones is taken as it is (no hashing: the check every transaction
+can afford). Any other is hashed: the same pages, and the -wal is its own (a
+copy, a touch); other pages, and the -wal was written for another file, so it
+is never replayed. One exception is told by the record itself: agent17 marks a
+checkpoint in it (durably) before the checkpoint writes a page, and a file
+left by one cut short passes if each page SQLite reads from the file is the
+recorded one or a version the -wal holds, since a checkpoint writes only those.
 
-- Only the database's inode is recorded, not the -wal's. A -wal is created by
-  a connection to the file at the path at that moment, stays the same file
-  while any connection is open, and every agent17 opener records its file
-  before it writes a byte. So a -wal beside the recorded file was written for
-  it: agent17's own after a kill -9, or another program's (a sqlite3 shell
-  that crashed on the board), and it is replayed as SQLite would. A -wal
-  beside any other file cannot be shown to belong to it: its inode says
-  nothing (a new one every session), and that is the restore case. Recording
-  the database alone also means the record changes only when the file does:
-  an ordinary open reads a few bytes and writes nothing.
-- The inode without the device: every file of one folder lives on one file
-  system (a rename cannot cross one), and st_dev can be renumbered across a
-  reboot (overlay, btrfs, NFS), which is exactly when a crashed writer's -wal
-  must be replayed.
-- Even an empty -wal is refused: a process still open on the replaced file
-  shares that -wal and the -shm by name and may write its pages into them at
-  any moment.
-- No record (a folder no agent17 of this kind ever opened read-write: an older
-  version, a board made by hand) means no evidence either way, and SQLite's
-  own behaviour is kept: a crashed writer's -wal there is never stranded.
-- Refuse rather than set the -wal aside: it is the only copy of the replaced
-  file's last transactions, and whether they matter is the operator's call.
-  The refusal says how to restore safely.
-- Concurrent openers of one file write the same record. One that recorded a
-  file replaced a moment later names the replaced file, so the next opener
-  refuses: the safe side. The record is written whole or not at all (a
-  temporary file, fsync, rename, fsync of the folder); a record that cannot
-  be read counts as none.
+Keeping the record true. In WAL mode only a checkpoint writes the file, so
+agent17 turns SQLite's automatic checkpoint off and runs its own, every
+CHECKPOINT_FRAMES frames and before a store closes: under SQLite's write lock
+(no writer can start the -wal over meanwhile), on a second connection (SQLite
+refuses one inside a transaction), rehashing only the pages the -wal held.
+SQLite's own checkpoint when the last connection closes then finds nothing
+left to copy. Every hashing of the file and every write of the record holds
+`<file>-wal-owner.lock`, so no opener hashes a file a checkpoint is writing. A
+record also carries a lineage, drawn afresh whenever a file is recorded
+without proof (a changed file beside a -wal without frames): an open store
+that meets another lineage stops, because its page cache holds the old file.
 
-What it cannot see: an inode number can be handed out again once its file
-is deleted, so `rm tasks.sqlite3` followed by copying a backup in, after a
-writer crashed, may give the copy the old number and the crashed writer's
--wal would be replayed. The restore procedure removes the -wal and -shm for
-that reason.
+What each one does.
+- An opener, before anything reads the file: no record (an older agent17, a
+  board made by hand), the file as recorded, or a -wal without frames:
+  SQLite's own behaviour. A -wal that is its own: replayed, and the record
+  follows the file to its new place. One that is not: `foreign_wal`, touching
+  nothing, while a process still has the file or its -shm open (SQLite's
+  locks, seen with F_OFD_GETLK; where those cannot be seen, always); otherwise
+  the file is probed alone, the -wal and -shm go into `<file>-replaced-<UTC
+  time>/`, never deleted, a `WalSetAside` warning says so, and the file opens
+  as it is. A non-empty -journal beside a changed file holds old pages, not new
+  ones, and cannot be judged: `foreign_wal`, saying what to do either way.
+- A running store compares the file's size and mtime with the ones it last
+  vouched for in every transaction (beside the lstat it makes anyway). The
+  record explains most differences (another process checkpointed). Otherwise
+  a write, which holds the write lock and so sees no agent17 checkpoint under
+  way, hashes the file; if the -wal is no longer its own, that call and every
+  later one is refused (`foreign_wal`) and the connection closes without a
+  checkpoint (a read-only connection holds its shared lock meanwhile, so
+  SQLite sees another connection and folds nothing in). A read cannot tell a
+  checkpoint under way in another process from a copy, so only writes stop.
+
+What it cannot see. A file written over to the same size within the same mtime
+tick as the last checkpoint (a few ms on ext4; a second where mtimes are whole
+seconds) passes as unchanged. Another program that checkpoints the file and
+starts the -wal over while agent17 uses it leaves a file agent17 no longer
+recognises, and the next opener sets that -wal aside (README: how to take it
+back).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
+import fcntl
+import itertools
 import os
-import tempfile
+import sqlite3
+import time
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
 from agent17.domain import ErrorCode
-from agent17.store.paths import WAL_OWNER_SUFFIX, RefusalFactory
+from agent17.store.file_failures import RefusalFactory
+from agent17.store.held_files import Held, held, hold, locked
+from agent17.store.paths import SQLITE_SIDECAR_SUFFIXES
+from agent17.store.wal_file import (
+    HASH_BYTES,
+    FileState,
+    Frames,
+    Record,
+    database_page_size,
+    page_hashes,
+    read_frames,
+    read_record,
+    rehashed,
+    state_of,
+    sync_folder,
+    wal_counts,
+    write_record,
+)
 
-_RECORD_BYTES: Final = 4096  # a record is a few dozen bytes; more is not ours
+CHECKPOINT_FRAMES: Final = 1000
+"""Frames the -wal holds before a writer copies them back (SQLite's own default)."""
+
+SET_ASIDE_INFIX: Final = "-replaced-"
+# SQLite's locks (unix VFS): the database file's pending, reserved and shared bytes,
+# and the -shm's eight lock bytes with the byte every connection holds while open.
+_DATABASE_LOCKS: Final = (0x40000000, 512)
+_SHM_LOCKS: Final = (120, 9)
+_DEFAULT_PAGE_SIZE: Final = 4096
 
 
-def owner_record(path: Path) -> Path:
-    """`<file>-wal-owner`: where the inode of the file last opened read-write at `path` is kept."""
-    return path.with_name(path.name + WAL_OWNER_SUFFIX)
+class WalSetAside(UserWarning):
+    """A -wal written for the file a state file replaced was set aside, never deleted."""
 
 
-def recorded_inode(path: Path) -> int | None:
-    """The inode recorded for `path`, or None when there is no readable record."""
-    # O_NONBLOCK: a FIFO swapped in after the path checks must not hang the open.
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        descriptor = os.open(owner_record(path), flags)
-    except FileNotFoundError:
-        return None
-    try:
-        data = os.read(descriptor, _RECORD_BYTES)
-    finally:
-        os.close(descriptor)
-    try:
-        value = json.loads(data)
-    except ValueError:
-        return None
-    inode = value.get("database_inode") if isinstance(value, dict) else None
-    return inode if isinstance(inode, int) and not isinstance(inode, bool) else None
+@dataclasses.dataclass(frozen=True)
+class _Survey:
+    """The file as hashed now, and whether the -wal beside it fits it."""
+
+    state: FileState
+    page_size: int
+    hashes: bytes
+    fits: bool
 
 
-def refuse_foreign_journals(
-    path: Path, database: os.stat_result | None, refusal: RefusalFactory
-) -> None:
-    """Refuse (`foreign_wal`) a -wal or a hot -journal beside `path` written for another file.
+class WalOwner:
+    """The -wal of one state file: judged at open, checked in writes, kept true by checkpoints."""
 
-    `database` is the lstat of `path` now (None: there is no file yet).
-    """
-    recorded = recorded_inode(path)
-    if recorded is None or (database is not None and database.st_ino == recorded):
-        return
-    for suffix in ("-wal", "-journal"):
-        journal = path.with_name(path.name + suffix)
+    def __init__(self, path: Path, what: str, refusal: RefusalFactory) -> None:
+        self.path = path
+        self._what = what
+        self._refusal = refusal
+        self._wal, self._shm_path, self._journal, self._record_path, self._lock_path = (
+            path.with_name(path.name + suffix) for suffix in SQLITE_SIDECAR_SUFFIXES
+        )
+        self.known: FileState | None = None
+        """The file's (size, mtime_ns) this store last vouched for."""
+        self.broken: str | None = None
+        """Why this store takes no more calls, once its file changed under it."""
+        self._lineage = b""
+        self._database: Held | None = None
+        self._shm: Held | None = None
+        self._surveyed: _Survey | None = None
+        self._tried_at = -CHECKPOINT_FRAMES
+
+    # -- opening ---------------------------------------------------------------------
+
+    def admit(self, probe_alone: Callable[[], object]) -> None:
+        """Before anything reads the file: refuse, or set aside, a -wal it cannot be shown to own.
+
+        `probe_alone` checks the file without its -wal, before that -wal is set aside.
+        """
+        if self._as_recorded():
+            return
+        with self._exclusive():
+            record = read_record(self._record_path)
+            if record is None or record.state == _state(self.path):
+                return
+            if _non_empty(self._journal):
+                raise self._refusal(ErrorCode.FOREIGN_WAL, self._journal_message())
+            frames = read_frames(self._wal, verify=True)
+            if frames is None:
+                return  # nothing to replay: adopt() records the file as it is
+            survey = self._survey(record, frames)
+            if survey is not None and survey.fits:
+                self._surveyed = survey
+                return
+            if self._in_use():
+                raise self._refusal(ErrorCode.FOREIGN_WAL, self._in_use_message())
+            probe_alone()
+            folder = self._set_aside()
+        warnings.warn(WalSetAside(self._set_aside_message(folder)), stacklevel=2)
+
+    def hold_database(self) -> None:
+        """Hold the file's descriptor while connected (from before the first statement)."""
+        self._database = hold(self.path)
+
+    def adopt(self) -> None:
+        """Before the read-write connection writes its first frame: take the record, or make it."""
+        record = read_record(self._record_path)
+        if record is None or record.state != _state(self.path):
+            with self._exclusive():
+                record = self._recorded_afresh()
+        self._lineage, self.known = record.lineage, record.state
+        self._surveyed = None
+
+    def hold_shm(self) -> None:
+        """Hold the -shm's descriptor while connected (once a transaction has made it)."""
+        if self._shm is None:
+            self._shm = hold(self._shm_path)
+
+    def _recorded_afresh(self) -> Record:
+        record = read_record(self._record_path)
+        state = _state(self.path)
+        if record is not None and record.state == state:
+            return record
+        frames = read_frames(self._wal, verify=True)
+        survey = self._surveyed
+        if survey is None or survey.state != state:
+            survey = self._survey(record, frames)
+        if survey is None or (record is not None and frames is not None and not survey.fits):
+            raise self._refusal(
+                ErrorCode.FOREIGN_WAL,
+                f"{self.path} changed while it was being opened, and {self._wal.name} does not"
+                " belong to it now; nothing was written. Open it again",
+            )
+        fits = record is not None and survey.fits
+        lineage = record.lineage if fits and record is not None else os.urandom(8)
+        fresh = Record(lineage, survey.page_size, survey.state, survey.hashes)
+        write_record(self._record_path, fresh)
+        return fresh
+
+    # -- every transaction, when the file's size or mtime is not the known one --------
+
+    def check(self, now: os.stat_result, writing: bool) -> None:
+        """Find out why the file changed under this store; if not by a checkpoint, stop for good."""
+        record = read_record(self._record_path)
+        if record is not None and record.lineage == self._lineage:
+            if record.state == state_of(now):
+                self.known = record.state  # another process's checkpoint
+                return
+            if not writing:
+                return  # a checkpoint may be under way elsewhere; the next write tells
+            with self._exclusive():
+                if self._refit():
+                    return
+        self.broken = (
+            f"{self.path} was changed outside agent17 while this {self._what} had it open (a"
+            f" backup copied over it?), so {self._wal.name} holds transactions of the file that"
+            " was there before: nothing was written, and this store takes no more calls. To go"
+            " on: stop every teammate and program using this workspace, then open it again"
+            " (that -wal is then set aside beside it, never deleted)"
+        )
+        raise self._refusal(ErrorCode.FOREIGN_WAL, self.broken)
+
+    def _refit(self) -> bool:
+        record = read_record(self._record_path)
+        if record is None or record.lineage != self._lineage:
+            return False
+        state = _state(self.path)
+        if record.state != state:
+            survey = self._survey(record, read_frames(self._wal, verify=True))
+            if survey is None or not survey.fits:
+                return False
+            state = survey.state
+            write_record(
+                self._record_path, Record(self._lineage, survey.page_size, state, survey.hashes)
+            )
+        self.known = state
+        return True
+
+    # -- checkpoints ---------------------------------------------------------------------
+
+    def checkpoint_due(self) -> bool:
+        """Whether the -wal holds enough frames not yet copied back for a checkpoint."""
+        counts = wal_counts(self._shm) if self._shm is not None else None
+        if counts is None:
+            return False
+        frames, copied = counts
+        # Readers on old snapshots can hold a checkpoint back: try again only as the -wal grows.
+        retried_too_soon = self._tried_at <= frames < self._tried_at + CHECKPOINT_FRAMES // 4
+        return frames - copied >= CHECKPOINT_FRAMES and not retried_too_soon
+
+    def checkpoint(self, connection: sqlite3.Connection) -> None:
+        """Copy the -wal's frames back into the file, and record the pages it wrote.
+
+        Runs inside a BEGIN IMMEDIATE of `connection` (whose checks passed), so no
+        writer can start the -wal over before the record is true again.
+        """
+        with self._exclusive():
+            record = read_record(self._record_path)
+            frames = read_frames(self._wal, verify=False)
+            if record is None or record.lineage != self._lineage or frames is None:
+                return
+            if record.state != self.known or record.page_size != frames.page_size:
+                return
+            if self._database is None:
+                return
+            # Durable before the checkpoint writes a page: one cut short is then told
+            # from a file replaced (see _fits).
+            write_record(self._record_path, dataclasses.replace(record, checkpointing=True))
+            # A second connection: SQLite refuses a checkpoint inside a transaction.
+            copier = sqlite3.connect(self.path, isolation_level=None)
+            try:
+                (_, self._tried_at, _) = copier.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            finally:
+                copier.close()  # not the last connection: it checkpoints nothing more
+            state = state_of(os.fstat(self._database.descriptor))
+            hashes = record.hashes
+            if state != record.state:
+                hashes = rehashed(record, self._database, frames.pages, state[0])
+            write_record(self._record_path, Record(self._lineage, record.page_size, state, hashes))
+            self.known = state
+
+    # -- closing -------------------------------------------------------------------------
+
+    def close(self, connection: sqlite3.Connection) -> None:
+        """Close `connection`: checkpointed first if the file is still its own, else not at all."""
+        vouched = False
         try:
-            info = os.lstat(journal)
-        except FileNotFoundError:
-            continue
-        if suffix == "-journal" and info.st_size == 0:
-            continue  # SQLite ignores an empty rollback journal, and nobody shares one
-        shm = path.with_name(path.name + "-shm")
-        now = "is missing now" if database is None else "is another file now"
-        raise refusal(
-            ErrorCode.FOREIGN_WAL,
-            f"{journal} was written for the file that was at {path} before, and {path.name}"
-            f" {now} (a backup restored or a file replaced while a program had the old"
-            " one open): replaying it would mix the old file's pages into this one, so"
+            if self.broken is None:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                # Under the write lock no frame is added and no agent17 checkpoint runs, so
+                # the record stays true: SQLite's own closing checkpoint finds nothing left.
+                connection.execute("BEGIN IMMEDIATE")
+                vouched = self._vouched()
+                if vouched:
+                    self.checkpoint(connection)
+                    connection.close()
+        except (sqlite3.Error, OSError):
+            vouched = False  # closed without a checkpoint, as after a crash
+        finally:
+            if not vouched:  # an interrupt included: the connection is closed all the same
+                _close_without_checkpoint(connection, self.path)
+            for share in (self._shm, self._database):
+                if share is not None:
+                    share.release()  # after the connection: closing a descriptor drops its locks
+            self._shm = self._database = None
+
+    def _vouched(self) -> bool:
+        now = _lstat(self.path)
+        if now is None or self._database is None or self.known is None:
+            return False
+        if (now.st_dev, now.st_ino) != self._database.key:
+            return False
+        if state_of(now) != self.known:
+            record = read_record(self._record_path)
+            if record is None or record.lineage != self._lineage:
+                return False
+            if record.state != state_of(now):
+                return False
+            self.known = record.state  # another process's checkpoint
+        return True
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _as_recorded(self) -> bool:
+        record = read_record(self._record_path)
+        return record is None or record.state == _state(self.path)
+
+    def _survey(self, record: Record | None, frames: Frames | None) -> _Survey | None:
+        """Hash every page of the file now, and tell whether the -wal fits it (None: no file)."""
+        with held(self.path) as database:
+            if database is None:
+                return None
+            info = os.fstat(database.descriptor)
+            page_size = database_page_size(database)
+            if page_size is None:
+                page_size = frames.page_size if frames else _DEFAULT_PAGE_SIZE
+            hashes = page_hashes(database, page_size)
+        fits = (
+            record is not None
+            and record.page_size == page_size
+            and info.st_size % page_size == 0
+            and _fits(record, frames, hashes)
+        )
+        return _Survey(state_of(info), page_size, hashes, fits)
+
+    def _in_use(self) -> bool:
+        return locked(self.path, *_DATABASE_LOCKS) or locked(self._shm_path, *_SHM_LOCKS)
+
+    def _set_aside(self) -> Path:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        base = f"{self.path.name}{SET_ASIDE_INFIX}{stamp}"
+        for number in itertools.count(1):
+            folder = self.path.with_name(base if number == 1 else f"{base}-{number}")
+            try:
+                folder.mkdir(mode=0o700)
+                break
+            except FileExistsError:
+                continue
+        for sidecar in (self._wal, self._shm_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(sidecar, folder / sidecar.name)
+        sync_folder(folder)
+        sync_folder(self.path.parent)
+        return folder
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Hold `<file>-wal-owner.lock`: one agent17 at a time hashes, checkpoints or closes."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        descriptor = os.open(self._lock_path, flags, 0o600)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)  # closing the descriptor lets it go
+            yield
+        finally:
+            os.close(descriptor)
+
+    # -- what the user is told -----------------------------------------------------------
+
+    def _in_use_message(self) -> str:
+        return (
+            f"{self._wal} holds transactions written for the file that was at {self.path}"
+            f" before ({self.path.name} was replaced or changed outside agent17: a backup"
+            " restored, a file copied over it), and a program still has that file open, so"
             " nothing was opened and every file was left as it was. To go on: stop every"
-            f" teammate and program using this workspace, then move {journal.name} and"
-            f" {shm.name} out of {path.parent} (they hold the replaced file's last"
-            " transactions) and open it again",
+            " teammate and program using this workspace, then open it again; that -wal is then"
+            f" set aside in {self.path.parent}, never deleted"
+        )
+
+    def _set_aside_message(self, folder: Path) -> str:
+        return (
+            f"{self.path} was replaced or changed outside agent17 (a backup restored?) while"
+            f" {self._wal.name} still held the last transactions of the file it replaced:"
+            " replaying them would have mixed the two, so they were set aside, never deleted,"
+            f" in {folder}, and {self.path.name} opened as it is now"
+        )
+
+    def _journal_message(self) -> str:
+        return (
+            f"{self._journal} holds an interrupted transaction's old pages, and {self.path.name}"
+            " changed since agent17 last had it open, so whether the journal belongs to it"
+            " cannot be told: nothing was opened and every file was left as it was. To go on:"
+            f" if {self.path.name} was replaced (a backup restored), move {self._journal.name}"
+            f" out of {self.path.parent}; if not, open it once with the sqlite3 program"
+            f" (sqlite3 {self.path} 'PRAGMA quick_check'), which rolls that transaction back."
+            " Then open it again"
         )
 
 
-def record_owner(path: Path, database: os.stat_result) -> None:
-    """Record that the journals beside `path` belong to `database` (written when it changes)."""
-    if recorded_inode(path) == database.st_ino:
-        return
-    folder = path.parent
-    descriptor, temporary = tempfile.mkstemp(
-        prefix=f"{path.name}{WAL_OWNER_SUFFIX}.", suffix=".tmp", dir=folder
-    )
+def _fits(record: Record, frames: Frames | None, hashes: bytes) -> bool:
+    """Whether the -wal beside a file hashed to `hashes` was written for it."""
+    if hashes == record.hashes:
+        return True  # the file agent17 left: a copy, a move, a touch
+    if not record.checkpointing or frames is None or frames.page_size != record.page_size:
+        return False
+    # An agent17 checkpoint was cut short: each page SQLite reads from the file itself
+    # is the recorded one, or one of the versions the -wal holds (copied back).
+    for page in range(1, frames.database_pages + 1):
+        now = hashes[(page - 1) * HASH_BYTES : page * HASH_BYTES]
+        recorded = record.hashes[(page - 1) * HASH_BYTES : page * HASH_BYTES]
+        if not now or (now != recorded and now not in frames.versions.get(page, ())):
+            return False
+    return True
+
+
+def _close_without_checkpoint(connection: sqlite3.Connection, path: Path) -> None:
+    """Close a read-write connection so that SQLite's closing checkpoint cannot run."""
+    # SQLite checkpoints on close only when it can lock the file exclusively, that is
+    # when no other connection is open. A read-only connection that has read holds its
+    # shared lock meanwhile, and when it closes in turn it checkpoints nothing (it may
+    # not write).
+    guard = None
+    with contextlib.suppress(sqlite3.Error):
+        guard = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        guard.execute("PRAGMA schema_version").fetchone()
+    connection.close()
+    if guard is not None:
+        guard.close()
+
+
+def _lstat(path: Path) -> os.stat_result | None:
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            json.dump({"database_inode": database.st_ino}, handle)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, owner_record(path))
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    # Durable before this opener writes a frame: had a power cut kept the frames but
-    # lost the rename, the old record would disown the crashed writer's own -wal.
-    folder_descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(folder_descriptor)
-    finally:
-        os.close(folder_descriptor)
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _state(path: Path) -> FileState | None:
+    info = _lstat(path)
+    return None if info is None else state_of(info)
+
+
+def _non_empty(path: Path) -> bool:
+    info = _lstat(path)
+    return info is not None and info.st_size > 0
