@@ -707,12 +707,14 @@ def bench_claim_cost(place: Any, sizes: Sizes) -> list[Measurement]:
 def _wal_frames(checkpointer: sqlite3.Connection, operation: Callable[[], T]) -> tuple[T, int]:
     """`operation`'s result, and the WAL frames (pages) its one commit wrote.
 
-    TRUNCATE copies the WAL into the database and empties it; after the operation,
-    PASSIVE reports how many frames the WAL now holds (its second column).
+    A PASSIVE checkpoint copies the whole WAL into the database (no reader holds it),
+    so the operation's commit starts the WAL over; after it, PASSIVE reports how many
+    frames the WAL holds (its second column). Not TRUNCATE: a store stops writing when
+    another program starts its WAL over (README, "Copying, backing up and restoring").
     """
-    busy, _, _ = checkpointer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    if busy:
-        raise RuntimeError("could not empty the WAL: a reader is holding it")
+    _, frames, copied = checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    if frames != copied:
+        raise RuntimeError("could not copy the WAL back: a reader is holding it")
     result = operation()
     _, frames, _ = checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
     return result, int(frames)

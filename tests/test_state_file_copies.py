@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import warnings
 from collections.abc import Iterator
@@ -23,11 +24,12 @@ from pathlib import Path
 import pytest
 from file_systems import tiny_disk
 from store_fixtures import db_path
-from wal_workers import add_and_die, file_alone, hold_a_claim, integrity
+from wal_workers import add_and_die, claimed_board, file_alone, integrity
 
 from agent17 import Mailbox, SqliteTaskStore
 from agent17.agent.ledger import IdempotencyLedger, LedgerKey
-from agent17.store.wal_owner import WalSetAside
+from agent17.store.wal_file import read_record, state_of
+from agent17.store.wal_owner import CHECKPOINT_FRAMES, WalSetAside
 
 spawn = multiprocessing.get_context("spawn")
 DEADLINE_SECONDS = 60.0
@@ -78,30 +80,14 @@ def test_a_workspace_copied_or_moved_with_its_wal_opens_whole_and_so_does_the_or
     tmp_path: Path, how: str, teammate: str
 ) -> None:
     workspace = tmp_path / "workspace"
-    lead = SqliteTaskStore(workspace)
-    lead.create_tasks([(subject, "", ()) for subject in BEFORE])
-    lead.close()  # checkpointed: these three are in the file itself
-    claimed = spawn.Event()
-    holder = spawn.Process(target=hold_a_claim, args=(str(workspace), claimed))
-    holder.start()
-    try:
-        assert claimed.wait(DEADLINE_SECONDS)
-        adder = spawn.Process(target=add_and_die, args=(str(workspace), LATER))
-        adder.start()
-        adder.join(DEADLINE_SECONDS)
-        assert adder.exitcode == 0
-        os.kill(holder.pid, signal.SIGKILL if teammate == "killed" else signal.SIGSTOP)
+    with claimed_board(workspace, BEFORE, LATER, before_later=lambda path: None) as holder:
+        os.kill(holder, signal.SIGKILL if teammate == "killed" else signal.SIGSTOP)
         path = db_path(workspace)
-        # The claim and the three later tasks are only in the -wal.
-        assert file_alone(path) == BEFORE and path.with_name("tasks.sqlite3-wal").stat().st_size
-
+        assert path.with_name("tasks.sqlite3-wal").stat().st_size  # the claim, LATER
         with _copied(how, workspace, tmp_path) as copy:
             _opens_whole(copy)
         if how != "mv to another file system":
             _opens_whole(workspace)
-    finally:
-        holder.kill()
-        holder.join(DEADLINE_SECONDS)
 
 
 def _write_mailbox(workspace: Path) -> None:
@@ -138,3 +124,49 @@ def test_every_state_file_keeps_its_wal_through_a_copy(tmp_path: Path, state_fil
         warnings.simplefilter("error", WalSetAside)
         read = _read_mailbox if state_file == "mailbox" else _read_ledger
         assert read(copy) == 1
+
+
+def test_agent17s_own_checkpoints_keep_the_record_true_for_a_copy(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    board = SqliteTaskStore(workspace)
+    subjects = [f"task {n}" for n in range(600)]
+    for subject in subjects:  # a commit each: well over CHECKPOINT_FRAMES frames
+        board.create_task(subject)
+    path = db_path(workspace)
+    assert len(file_alone(path)) > 0  # checkpoints ran: tasks are in the file itself
+    wal_frames = path.with_name("tasks.sqlite3-wal").stat().st_size // 4120
+    assert wal_frames < 2 * CHECKPOINT_FRAMES  # and the -wal did not grow without end
+    record = read_record(path.with_name("tasks.sqlite3-wal-owner"))
+    assert record is not None and record.state == state_of(path.stat())
+    with _copied("tar", workspace, tmp_path) as copy, warnings.catch_warnings():
+        warnings.simplefilter("error", WalSetAside)
+        assert [task.subject for task in SqliteTaskStore(copy).list_tasks()] == subjects
+    board.close()
+
+
+@pytest.mark.parametrize("cut_short", [False, True], ids=["whole", "cut short"])
+def test_another_programs_checkpoint_leaves_a_wal_that_a_copy_still_replays(
+    tmp_path: Path, cut_short: bool
+) -> None:
+    # A checkpoint writes only versions of pages the -wal holds; one that a reader held
+    # back halfway leaves the file between two states, and the -wal still completes it.
+    workspace = tmp_path / "workspace"
+    adder = spawn.Process(target=add_and_die, args=(str(workspace), BEFORE))
+    adder.start()
+    adder.join(DEADLINE_SECONDS)
+    path = db_path(workspace)
+    with contextlib.ExitStack() as stack:
+        if cut_short:
+            reader = stack.enter_context(contextlib.closing(sqlite3.connect(path)))
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM tasks").fetchone()  # holds this snapshot
+        adder = spawn.Process(target=add_and_die, args=(str(workspace), LATER))
+        adder.start()
+        adder.join(DEADLINE_SECONDS)
+        with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as other:
+            other.execute("PRAGMA wal_autocheckpoint = 0")
+            _, frames, copied = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert 0 < copied < frames if cut_short else copied == frames
+    with _copied("tar", workspace, tmp_path) as copy, warnings.catch_warnings():
+        warnings.simplefilter("error", WalSetAside)
+        assert [task.subject for task in SqliteTaskStore(copy).list_tasks()] == BEFORE + LATER

@@ -24,7 +24,7 @@ from store_fixtures import db_path
 from team_processes import Teammate, teammates
 from wal_workers import complete_on_request, integrity
 
-from agent17 import SqliteTaskStore
+from agent17 import Refusal, SqliteTaskStore
 from agent17.store.wal_owner import WalSetAside
 
 __all__ = ["teammates"]  # the fixture, imported for the test below
@@ -105,3 +105,23 @@ def test_a_teammate_process_stops_with_foreign_wal_when_a_backup_is_copied_over_
     assert alice.finish() == 1
     assert "foreign_wal" in alice.errors[-1], alice.errors
     _opens_as_restored(workspace)
+
+
+def test_another_program_that_empties_the_wal_stops_the_writers_and_loses_nothing(
+    tmp_path: Path,
+) -> None:
+    # PRAGMA wal_checkpoint(TRUNCATE) from a program that is not agent17 copies the
+    # -wal back and empties it: the file then matches no record and no -wal vouches for
+    # it (README: what is not caught). The writers stop; nothing committed is lost.
+    workspace = tmp_path / "workspace"
+    store = SqliteTaskStore(workspace)
+    store.create_tasks([(subject, "", ()) for subject in TASKS])
+    with contextlib.closing(sqlite3.connect(store.path, isolation_level=None)) as other:
+        other.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with pytest.raises(Refusal) as caught:
+        store.create_task("one more")
+    assert caught.value.code == "foreign_wal"
+    store.close()
+    board = SqliteTaskStore(workspace)
+    assert [task.subject for task in board.list_tasks()] == TASKS
+    board.close()

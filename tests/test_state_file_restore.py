@@ -23,20 +23,20 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
 
 import pytest
 from store_fixtures import db_path, digest
 from team_processes import Teammate, teammates
-from wal_workers import add_and_die, board_of, file_alone, hold_a_claim, integrity
+from wal_workers import board_of, claimed_board, integrity
 
 from agent17 import Mailbox, SqliteTaskStore
 from agent17.agent.ledger import IdempotencyLedger, LedgerKey
 from agent17.domain import Refusal
 from agent17.store import state_file
-from agent17.store.wal_file import read_record
+from agent17.store.wal_file import read_record, state_of
 from agent17.store.wal_owner import WalSetAside
 
 __all__ = ["teammates"]  # the fixture, imported for the tests below
@@ -89,6 +89,11 @@ def _opened_as_restored(workspace: Path, expected: list[str]) -> Path:
     return Path(found.group(1))
 
 
+def _old_board(path: Path, tmp_path: Path) -> tuple[str, Path]:
+    """Before a restore: the digest of the board's -wal, and a copy of its file alone."""
+    return digest(_journals(path)[0]), Path(shutil.copy(path, tmp_path / "before.sqlite3"))
+
+
 def _nothing_lost(aside: Path, before: Path, wal_before: str, expected: list[str]) -> None:
     """The set-aside -wal is the old one, and beside the old file it opens whole."""
     wal = aside / "tasks.sqlite3-wal"
@@ -98,30 +103,6 @@ def _nothing_lost(aside: Path, before: Path, wal_before: str, expected: list[str
     shutil.copy(before, old / "tasks.sqlite3")
     shutil.copy(wal, old / "tasks.sqlite3-wal")
     assert [subject for subject, _, _ in board_of(old / "tasks.sqlite3")] == expected
-
-
-@contextlib.contextmanager
-def _claimed_board(workspace: Path, backup: Path) -> Iterator[int]:
-    """SAVED in the file and in `backup`; a claim and LATER only in the -wal; the claimant's pid."""
-    lead = SqliteTaskStore(workspace)
-    lead.create_tasks([(subject, "", ()) for subject in SAVED])
-    _backup(lead.path, backup)
-    lead.close()
-    claimed = spawn.Event()
-    holder = spawn.Process(target=hold_a_claim, args=(str(workspace), claimed))
-    holder.start()
-    try:
-        assert claimed.wait(BARRIER_SECONDS)
-        adder = spawn.Process(target=add_and_die, args=(str(workspace), LATER))
-        adder.start()
-        adder.join(BARRIER_SECONDS)
-        assert adder.exitcode == 0
-        assert file_alone(db_path(workspace)) == SAVED
-        assert holder.pid is not None
-        yield holder.pid
-    finally:
-        holder.kill()
-        holder.join(BARRIER_SECONDS)
 
 
 def _restore(how: str, backup: Path, path: Path) -> None:
@@ -135,43 +116,25 @@ def _restore(how: str, backup: Path, path: Path) -> None:
         subprocess.run(["cp", str(backup), str(path)], check=True, timeout=60)
 
 
+@pytest.mark.parametrize("teammate", ["killed", "paused"])
 @pytest.mark.parametrize("how", ["rename", "cp over", "rm then cp"])
-def test_a_backup_restored_beside_a_crashed_writers_wal_opens_as_restored(
-    tmp_path: Path, how: str
+def test_a_backup_put_in_place_beside_a_teammates_wal_never_gives_a_mixed_board(
+    tmp_path: Path, how: str, teammate: str
 ) -> None:
     workspace = tmp_path / "workspace"
     path = db_path(workspace)
     backup = tmp_path / "backup.sqlite3"
-    with _claimed_board(workspace, backup) as teammate:
-        os.kill(teammate, signal.SIGKILL)
-    wal_before = digest(_journals(path)[0])
-    before = Path(shutil.copy(path, tmp_path / "before.sqlite3"))
-    _restore(how, backup, path)
-
-    aside = _opened_as_restored(workspace, SAVED)
-    _nothing_lost(aside, before, wal_before, SAVED + LATER)
-
-
-@pytest.mark.parametrize("how", ["rename", "cp over"])
-def test_a_restore_under_a_live_teammate_is_refused_and_its_advice_loses_nothing(
-    tmp_path: Path, how: str
-) -> None:
-    workspace = tmp_path / "workspace"
-    path = db_path(workspace)
-    backup = tmp_path / "backup.sqlite3"
-    with _claimed_board(workspace, backup) as teammate:
-        os.kill(teammate, signal.SIGSTOP)  # alive, its connection open on the old file
-        wal_before = digest(_journals(path)[0])
-        before = Path(shutil.copy(path, tmp_path / "before.sqlite3"))
+    with claimed_board(workspace, SAVED, LATER, lambda board: _backup(board, backup)) as holder:
+        os.kill(holder, signal.SIGKILL if teammate == "killed" else signal.SIGSTOP)
+        wal_before, before = _old_board(path, tmp_path)
         _restore(how, backup, path)
-        untouched = _files_in(path.parent)
-
-        error = _refused("foreign_wal", lambda: SqliteTaskStore(workspace))
-        assert _files_in(path.parent) == untouched
-        assert "stop every teammate and program using this workspace, then open it again" in (
-            error.message
-        )
-    # Followed literally: the teammate is stopped (killed on leaving the block), open again.
+        if teammate == "paused":  # alive, its connection open on the old file
+            untouched = _files_in(path.parent)
+            error = _refused("foreign_wal", lambda: SqliteTaskStore(workspace))
+            assert _files_in(path.parent) == untouched
+            advice = "stop every teammate and program using this workspace, then open it again"
+            assert advice in error.message
+    # The advice followed literally: the teammate is stopped (the block ends), open again.
     aside = _opened_as_restored(workspace, SAVED)
     _nothing_lost(aside, before, wal_before, SAVED + LATER)
 
@@ -476,8 +439,7 @@ def test_an_unreadable_wal_owner_record_counts_as_none_and_is_written_again(
     store = SqliteTaskStore(tmp_path)
     assert [task.subject for task in store.list_tasks()] == ["A"]
     written = read_record(record)
-    info = store.path.stat()
-    assert written is not None and written.state == (info.st_size, info.st_mtime_ns)
+    assert written is not None and written.state == state_of(store.path.stat())
 
 
 # -- the safe way to restore: through SQLite, into the live file -------------------------------

@@ -8,14 +8,18 @@ the story has it: no close, so no checkpoint.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import sqlite3
 import threading
+from collections.abc import Callable, Iterator
 from multiprocessing.synchronize import Event
 from pathlib import Path
 from typing import Any, Protocol
 
 from agent17 import Refusal, SqliteTaskStore
+
+DEADLINE_SECONDS = 60.0
 
 
 class Queue(Protocol):
@@ -39,6 +43,37 @@ def add_and_die(workspace: str, subjects: list[str]) -> None:
     store = SqliteTaskStore(workspace)
     store.create_tasks([(subject, "", ()) for subject in subjects])
     os._exit(0)
+
+
+@contextlib.contextmanager
+def claimed_board(
+    workspace: Path, saved: list[str], later: list[str], before_later: Callable[[Path], object]
+) -> Iterator[int]:
+    """`saved` in the board file itself, then a claim (alice's) and `later` only in its -wal.
+
+    `before_later` runs once `saved` is there (a backup is taken then). Yields the pid
+    of the teammate holding the claim, alive; it is killed when the block ends.
+    """
+    spawn = multiprocessing.get_context("spawn")
+    lead = SqliteTaskStore(workspace)
+    lead.create_tasks([(subject, "", ()) for subject in saved])
+    before_later(lead.path)
+    lead.close()  # checkpointed: these are in the file itself
+    claimed = spawn.Event()
+    holder = spawn.Process(target=hold_a_claim, args=(str(workspace), claimed))
+    holder.start()
+    try:
+        assert claimed.wait(DEADLINE_SECONDS)
+        adder = spawn.Process(target=add_and_die, args=(str(workspace), later))
+        adder.start()
+        adder.join(DEADLINE_SECONDS)
+        assert adder.exitcode == 0
+        assert file_alone(lead.path) == saved
+        assert holder.pid is not None
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.join(DEADLINE_SECONDS)
 
 
 def complete_on_request(workspace: str, requests: Queue, results: Queue) -> None:

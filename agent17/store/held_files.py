@@ -41,6 +41,9 @@ class _Entry:
 
 _registry: dict[FileKey, _Entry] = {}
 _registry_lock = threading.Lock()
+# Shares let go from a finalizer (garbage collection may run one while this very
+# thread holds the lock): closed by the next call that takes the lock.
+_let_go_later: list[Held] = []
 
 
 class Held:
@@ -51,23 +54,40 @@ class Held:
         self.descriptor = descriptor
         self._released = False
 
-    def release(self) -> None:
-        """Let the descriptor go (idempotent); the last holder's release closes it."""
+    def release(self, *, later: bool = False) -> None:
+        """Let the descriptor go (idempotent); the last holder's release closes it.
+
+        `later`: from a finalizer; takes no lock, and the descriptor closes at the
+        next hold or release.
+        """
+        if later:
+            _let_go_later.append(self)
+            return
         with _registry_lock:
-            if self._released:
-                return
-            self._released = True
-            entry = _registry[self.key]
-            entry.holders -= 1
-            if entry.holders == 0:
-                del _registry[self.key]
-                for descriptor in entry.descriptors:
-                    os.close(descriptor)
+            _let_go_pending()
+            self._let_go()
+
+    def _let_go(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        entry = _registry[self.key]
+        entry.holders -= 1
+        if entry.holders == 0:
+            del _registry[self.key]
+            for descriptor in entry.descriptors:
+                os.close(descriptor)
+
+
+def _let_go_pending() -> None:
+    while _let_go_later:
+        _let_go_later.pop()._let_go()
 
 
 def hold(path: Path) -> Held | None:
     """A descriptor of the file now at `path`, shared with its other holders; None if none."""
     with _registry_lock:
+        _let_go_pending()
         try:
             key = _key(os.stat(path))
         except FileNotFoundError:

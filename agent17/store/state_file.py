@@ -30,7 +30,7 @@ would strand every workspace whose first run was interrupted at that moment.
 Every later transaction is the plain one of database.py, run through
 `guarded()`: it holds the connection's lock, ends a transaction an earlier
 interrupt left open, checks inside the transaction that the state folder and
-the file are still the ones opened, unchanged (see `_check_identity`), keeps rolling
+the file are still the ones opened and unchanged (`_check_identity`), keeps rolling
 back through a second interrupt, and turns a failure of the machine rather
 than of the file (a full or read-only disk, an I/O error, a file this user
 may not open, a lock held past the busy timeout) into `store_unavailable`
@@ -65,6 +65,7 @@ from agent17.store.file_failures import (
 from agent17.store.held_files import held
 from agent17.store.paths import RefusalFactory, check_state_file, safe_state_file
 from agent17.store.schema_file import Schema, schema_objects
+from agent17.store.wal_file import state_of
 from agent17.store.wal_owner import WalOwner
 
 BUSY_TIMEOUT_SECONDS: Final = 30.0
@@ -80,7 +81,6 @@ _UNDECODABLE_TEXT: Final = "Could not decode to UTF-8"
 _LOCK_KEY: Final = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
 
 T = TypeVar("T")
-
 Helper = Callable[[sqlite3.Connection, Callable[[sqlite3.Connection], T], str], T]
 """The plain transaction helper: (connection, operation, BEGIN statement) -> result."""
 
@@ -180,8 +180,8 @@ class StateFile:
         except BaseException:
             owner.close(self._connection)  # never folds a -wal into a file it was not written for
             raise
-        # Closes the connection as close() does when the store is dropped without it.
-        self._closer = weakref.finalize(self, owner.close, self._connection)
+        # A store dropped without close() closes as after a crash (WalOwner.drop).
+        self._dropped = weakref.finalize(self, owner.drop, self._connection)
 
     def _probe_read_only(self, *, alone: bool = False) -> os.stat_result | None:
         """Check a file with content on a read-only connection (`alone`: without its -wal).
@@ -281,10 +281,9 @@ class StateFile:
         before `operation` runs; whatever escapes is rolled back and explained. After
         a write, agent17's checkpoint runs when one is due.
         """
-        writing = begin != "BEGIN"
         with self._lock:
-            result = self._guarded(helper, operation, begin, writing)
-            if writing and self._owner.checkpoint_due():
+            result = self._guarded(helper, operation, begin)
+            if begin != "BEGIN" and self._owner.checkpoint_due():
 
                 def checkpoint(connection: sqlite3.Connection) -> T:
                     self._owner.checkpoint(connection)
@@ -292,15 +291,11 @@ class StateFile:
 
                 # The write is done and durable; a checkpoint that cannot run now runs later.
                 with contextlib.suppress(Refusal):
-                    self._guarded(helper, checkpoint, "BEGIN IMMEDIATE", True)
+                    self._guarded(helper, checkpoint, "BEGIN IMMEDIATE")
             return result
 
     def _guarded(
-        self,
-        helper: Helper[T],
-        operation: Callable[[sqlite3.Connection], T],
-        begin: str,
-        writing: bool,
+        self, helper: Helper[T], operation: Callable[[sqlite3.Connection], T], begin: str
     ) -> T:
         self._refuse_if_stopped()
         connection = self._connection
@@ -309,8 +304,8 @@ class StateFile:
         def checked(connection: sqlite3.Connection) -> T:
             nonlocal done, first
             now = self._check_identity()
-            if (now.st_size, now.st_mtime_ns) != self._owner.known:
-                self._owner.check(now, writing)
+            if state_of(now) != self._owner.known:
+                self._owner.check(now, writing=begin != "BEGIN")
             try:
                 result = operation(connection)
             except BaseException as error:
@@ -343,7 +338,7 @@ class StateFile:
                 except BaseException:  # another interrupt: roll back all the same
                     continue
             if self._owner.broken is not None:
-                self._closer()  # the file changed under it: closed without a checkpoint
+                self._close()  # the file changed under it: closed without a checkpoint
             error = first or error
             if isinstance(error, sqlite3.DatabaseError) and _is_unreadable(error):
                 raise self._unreadable(error) from None
@@ -368,8 +363,8 @@ class StateFile:
         transaction, after BEGIN, so a lock wait of any length cannot hide a swap
         that happened before this transaction started. The folder is checked with
         lstat first, because lstat of the file follows a symlink in its parent. (A
-        file whose size or mtime changed is `WalOwner.check`'s: a checkpoint, or a
-        backup copied over it in place.)
+        file whose state changed is `WalOwner.check`'s: a checkpoint, or a backup
+        copied over it in place.)
         """
         folder = self.path.parent
         try:  # on str paths: this runs in every transaction
@@ -455,7 +450,11 @@ class StateFile:
     def close(self) -> None:
         """Close the connection; the file stays for the next opener."""
         with self._lock:
-            self._closer()
+            self._close()
+
+    def _close(self) -> None:
+        if self._dropped.detach() is not None:  # not closed yet
+            self._owner.close(self._connection)
 
 
 class ExclusiveHold:

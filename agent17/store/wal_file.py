@@ -7,29 +7,32 @@ Formats only; what they decide is wal_owner.py's.
   checksum), then frames of a 24-byte header (page number, the database's size
   in pages on a commit frame, the salts, a running checksum) and one page.
   SQLite replays the frames whose salts match the header's and whose checksums
-  chain, up to the last commit frame among them; `read_frames(verify=True)`
-  finds exactly those.
-- The -shm's first bytes (https://www.sqlite.org/walformat.html): how many
-  frames the -wal holds and how many a checkpoint has copied back. Read only to
-  tell when a checkpoint is due, so a torn read costs at most one early or late
-  checkpoint.
+  chain, up to the last commit frame among them; `read_frames` finds exactly
+  those.
+- The -shm, the wal-index (https://www.sqlite.org/walformat.html; every
+  SQLite since 3.7.0 shares it): its header says how many frames the -wal holds
+  and how many a checkpoint has copied back, and its hash tables list each
+  frame's page number. The counts are read after a commit, to tell when a
+  checkpoint is due (a torn read costs one early or late checkpoint); the page
+  numbers under the write lock, where nobody changes them.
 - The owner record `<file>-wal-owner`: a lineage (8 random bytes), the page
-  size, the (size, mtime_ns) of the database file when it was recorded,
-  whether a checkpoint was under way, and an 8-byte BLAKE2b hash of each of its
-  pages. Written whole or not at all.
+  size, the database file's state when it was recorded (inode, size, mtime and
+  ctime: any write, rename or copy changes one), and an 8-byte BLAKE2b hash of
+  each of its pages. Written whole or not at all.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import hashlib
 import os
 import struct
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 from agent17.store.held_files import Held
 
@@ -39,6 +42,7 @@ _FRAME_HEADER: Final = struct.Struct(">6I")
 _WAL_VERSION: Final = 3007000
 _CHECKSUM_ORDER: Final = {0x377F0682: "<", 0x377F0683: ">"}  # the magic says the word order
 _WORD: Final = 0xFFFFFFFF
+_FRAMES_PER_READ: Final = 256
 
 # The -shm: its header's version, mxFrame (frames in the -wal) and nBackfill (frames
 # copied back), in the byte order of the machine, as SQLite's wal.c lays them out.
@@ -46,19 +50,23 @@ _INDEX_VERSION: Final = struct.Struct("=I")
 _INDEX_FRAMES_AT: Final = 16
 _INDEX_BACKFILLED_AT: Final = 96
 _INDEX_BYTES: Final = 100
+# The hash tables: 32 KiB blocks, whose first half lists the page numbers of 4096
+# frames (the first block's, after the 136-byte header, of 4062).
+_INDEX_BLOCK: Final = 32768
+_INDEX_HEADER_BYTES: Final = 136
 
-# magic, lineage, page size, size, mtime, checkpoint under way, pages
-_RECORD_HEADER: Final = struct.Struct(">8s8sIQq?I")
+# magic, lineage, page size, inode, size, mtime, ctime, pages
+_RECORD_HEADER: Final = struct.Struct(">8s8sIQQqqI")
 _RECORD_MAGIC: Final = b"a17own2\n"
 _READ_CHUNK: Final = 1 << 20
 
-FileState = tuple[int, int]
-"""(size, mtime_ns) of a database file: what is compared before anything is hashed."""
+FileState = tuple[int, int, int, int]
+"""(inode, size, mtime_ns, ctime_ns) of a database file: compared before anything is hashed."""
 
 
 def state_of(info: os.stat_result) -> FileState:
-    """The (size, mtime_ns) of a stat result."""
-    return info.st_size, info.st_mtime_ns
+    """The (inode, size, mtime_ns, ctime_ns) of a stat result."""
+    return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,7 @@ class Frames:
     pages: frozenset[int]
     database_pages: int
     versions: dict[int, set[bytes]]
-    """The hash of every version of each page the frames hold (read with `verify` only)."""
+    """The hash of every version of each page the frames hold."""
 
 
 @dataclass(frozen=True)
@@ -80,8 +88,6 @@ class Record:
     page_size: int
     state: FileState
     hashes: bytes
-    checkpointing: bool = False
-    """Written before a checkpoint and cleared after it: one cut short leaves it set."""
 
     @property
     def pages(self) -> int:
@@ -89,12 +95,8 @@ class Record:
         return len(self.hashes) // HASH_BYTES
 
 
-def read_frames(wal: Path, *, verify: bool) -> Frames | None:
-    """The frames SQLite would replay from `wal` (None: none at all).
-
-    Without `verify`, every frame whose salts match counts, checksum or not, committed
-    or not: a superset, read without hashing a page.
-    """
+def read_frames(wal: Path) -> Frames | None:
+    """The frames SQLite would replay from `wal` (None: none at all)."""
     try:
         handle = open(wal, "rb")  # noqa: SIM115 (closed below; a -wal carries no SQLite lock)
     except FileNotFoundError:
@@ -109,41 +111,59 @@ def read_frames(wal: Path, *, verify: bool) -> Frames | None:
         if order is None or version != _WAL_VERSION or not valid_size:
             return None
         sums = _checksum(header[:24], 0, 0, order)
-        if verify and sums != (sum0, sum1):
+        if sums != (sum0, sum1):
             return None
         pages: list[int] = []
         hashes: list[bytes] = []
         committed, database_pages = 0, 0
-        while len(frame := handle.read(_FRAME_HEADER.size)) == _FRAME_HEADER.size:
-            page, size_after, salt0, salt1, sum0, sum1 = _FRAME_HEADER.unpack(frame)
-            if page == 0 or [salt0, salt1] != salts:
+        for (page, size_after, *frame_salts, sum0, sum1), frame in _frames(handle, page_size):
+            if page == 0 or frame_salts != salts:
                 break
-            if verify:
-                data = handle.read(page_size)
-                sums = _checksum(frame[:8], *sums, order)
-                if len(data) < page_size or _checksum(data, *sums, order) != (sum0, sum1):
-                    break
-                sums = sum0, sum1
-                hashes.append(_hash(data))
-            else:
-                handle.seek(page_size, os.SEEK_CUR)
+            sums = _checksum(frame[:8], *sums, order)
+            if _checksum(frame[_FRAME_HEADER.size :], *sums, order) != (sum0, sum1):
+                break
+            sums = sum0, sum1
             pages.append(page)
-            if size_after or not verify:
-                committed, database_pages = len(pages), size_after or database_pages
+            hashes.append(_hash(frame[_FRAME_HEADER.size :]))
+            if size_after:
+                committed, database_pages = len(pages), size_after
     if committed == 0:
         return None
     versions: dict[int, set[bytes]] = {}
-    for page, version in zip(pages[:committed], hashes, strict=False):
+    for page, version in zip(pages[:committed], hashes[:committed], strict=True):
         versions.setdefault(page, set()).add(version)
     return Frames(page_size, frozenset(pages[:committed]), database_pages, versions)
 
 
-def _checksum(data: bytes, sum0: int, sum1: int, order: str) -> tuple[int, int]:
+def _frames(handle: BinaryIO, page_size: int) -> Iterator[tuple[tuple[int, ...], memoryview]]:
+    """Each whole frame after the -wal's header: its header's fields, and its bytes."""
+    size = _FRAME_HEADER.size + page_size
+    while chunk := handle.read(size * _FRAMES_PER_READ):  # a read per frame costs more
+        view = memoryview(chunk)
+        for start in range(0, len(chunk) - size + 1, size):
+            yield _FRAME_HEADER.unpack_from(chunk, start), view[start : start + size]
+
+
+def _checksum(data: bytes | memoryview, sum0: int, sum1: int, order: str) -> tuple[int, int]:
     words = iter(struct.unpack(f"{order}{len(data) // 4}I", data))
     for first, second in zip(words, words, strict=True):
         sum0 = (sum0 + first + sum1) & _WORD
         sum1 = (sum1 + second + sum0) & _WORD
     return sum0, sum1
+
+
+def wal_pages(shm: Held, frames: int) -> set[int]:
+    """The page numbers of the -wal's first `frames` frames, from the -shm's hash tables."""
+    pages: set[int] = set()
+    first, block = 1, 0
+    while first <= frames:
+        start = block * _INDEX_BLOCK + (_INDEX_HEADER_BYTES if block == 0 else 0)
+        capacity = (_INDEX_BLOCK // 2 - (start - block * _INDEX_BLOCK)) // 4
+        count = min(capacity, frames - first + 1)
+        numbers = array.array("I", os.pread(shm.descriptor, count * 4, start))
+        pages.update(numbers)
+        first, block = first + count, block + 1
+    return pages
 
 
 def wal_counts(shm: Held) -> tuple[int, int] | None:
@@ -214,26 +234,19 @@ def read_record(path: Path) -> Record | None:
         header = handle.read(_RECORD_HEADER.size)
         if len(header) < _RECORD_HEADER.size:
             return None
-        magic, lineage, page_size, size, mtime, checkpointing, pages = _RECORD_HEADER.unpack(header)
+        magic, lineage, page_size, inode, size, mtime, ctime, pages = _RECORD_HEADER.unpack(header)
         if magic != _RECORD_MAGIC:
             return None
         hashes = handle.read(pages * HASH_BYTES + 1)
     if len(hashes) != pages * HASH_BYTES:
         return None
-    return Record(lineage, page_size, (size, mtime), hashes, checkpointing)
+    return Record(lineage, page_size, (inode, size, mtime, ctime), hashes)
 
 
 def write_record(path: Path, record: Record) -> None:
     """Write `record` at `path` whole or not at all, durably (file, rename, folder)."""
-    size, mtime = record.state
     header = _RECORD_HEADER.pack(
-        _RECORD_MAGIC,
-        record.lineage,
-        record.page_size,
-        size,
-        mtime,
-        record.checkpointing,
-        record.pages,
+        _RECORD_MAGIC, record.lineage, record.page_size, *record.state, record.pages
     )
     folder = path.parent
     descriptor, temporary = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=folder)

@@ -11,14 +11,14 @@ there replaying is exactly right. Inodes cannot tell the two apart (the record
 once held one, and refused every copy); the content can.
 
 The rule. `<file>-wal-owner` records a hash of each page of the file as agent17
-last left it, with the file's (size, mtime_ns). A file whose size and mtime are
-the recorded ones is taken as it is (no hashing: the check every transaction
-can afford). Any other is hashed: the same pages, and the -wal is its own (a
-copy, a touch); other pages, and the -wal was written for another file, so it
-is never replayed. One exception is told by the record itself: agent17 marks a
-checkpoint in it (durably) before the checkpoint writes a page, and a file
-left by one cut short passes if each page SQLite reads from the file is the
-recorded one or a version the -wal holds, since a checkpoint writes only those.
+last left it, with the file's inode, size, mtime and ctime (any write, rename
+or copy changes one; no user tool sets a ctime). A file whose four are the
+recorded ones is taken as it is (no hashing: the check every transaction can
+afford). Any other is hashed, and the -wal is its own when every page SQLite
+will read from the file itself is the recorded page or a version of it that
+the -wal holds: a copy (the same pages), or the file after a checkpoint,
+agent17's cut short or another program's (a checkpoint writes nothing else).
+Another page means another file, and its -wal is never replayed.
 
 Keeping the record true. In WAL mode only a checkpoint writes the file, so
 agent17 turns SQLite's automatic checkpoint off and runs its own, every
@@ -29,8 +29,8 @@ SQLite's own checkpoint when the last connection closes then finds nothing
 left to copy. Every hashing of the file and every write of the record holds
 `<file>-wal-owner.lock`, so no opener hashes a file a checkpoint is writing. A
 record also carries a lineage, drawn afresh whenever a file is recorded
-without proof (a changed file beside a -wal without frames): an open store
-that meets another lineage stops, because its page cache holds the old file.
+without proof (changed, beside a -wal without frames): an open store that
+meets another lineage stops, because its page cache holds the old file.
 
 What each one does.
 - An opener, before anything reads the file: no record (an older agent17, a
@@ -43,8 +43,8 @@ What each one does.
   time>/`, never deleted, a `WalSetAside` warning says so, and the file opens
   as it is. A non-empty -journal beside a changed file holds old pages, not new
   ones, and cannot be judged: `foreign_wal`, saying what to do either way.
-- A running store compares the file's size and mtime with the ones it last
-  vouched for in every transaction (beside the lstat it makes anyway). The
+- A running store compares the file's state with the one it last vouched for
+  in every transaction (from the lstat it makes anyway). The
   record explains most differences (another process checkpointed). Otherwise
   a write, which holds the write lock and so sees no agent17 checkpoint under
   way, hashes the file; if the -wal is no longer its own, that call and every
@@ -53,12 +53,16 @@ What each one does.
   SQLite sees another connection and folds nothing in). A read cannot tell a
   checkpoint under way in another process from a copy, so only writes stop.
 
-What it cannot see. A file written over to the same size within the same mtime
-tick as the last checkpoint (a few ms on ext4; a second where mtimes are whole
-seconds) passes as unchanged. Another program that checkpoints the file and
-starts the -wal over while agent17 uses it leaves a file agent17 no longer
-recognises, and the next opener sets that -wal aside (README: how to take it
-back).
+What it cannot see. A file written over in place, to the same size, within the
+same clock tick as the last checkpoint (a few ms on ext4; a second where times
+are whole seconds). A backup of this board taken since its last checkpoint,
+page for page (`.backup`, or the file copied alone), is the file at an earlier
+moment of the same -wal: the -wal is replayed and the board is as last left,
+not as backed up. Another program that checkpoints the file and starts the
+-wal over (RESTART, TRUNCATE, or its next write) while agent17 runs leaves a
+file no -wal proves: agent17's writers stop with `foreign_wal`, and the next
+opener records the file afresh (or sets a -wal of that program's aside:
+README, how to take it back).
 """
 
 from __future__ import annotations
@@ -92,6 +96,7 @@ from agent17.store.wal_file import (
     state_of,
     sync_folder,
     wal_counts,
+    wal_pages,
     write_record,
 )
 
@@ -131,7 +136,7 @@ class WalOwner:
             path.with_name(path.name + suffix) for suffix in SQLITE_SIDECAR_SUFFIXES
         )
         self.known: FileState | None = None
-        """The file's (size, mtime_ns) this store last vouched for."""
+        """The file's state (inode, size, mtime, ctime) this store last vouched for."""
         self.broken: str | None = None
         """Why this store takes no more calls, once its file changed under it."""
         self._lineage = b""
@@ -155,7 +160,7 @@ class WalOwner:
                 return
             if _non_empty(self._journal):
                 raise self._refusal(ErrorCode.FOREIGN_WAL, self._journal_message())
-            frames = read_frames(self._wal, verify=True)
+            frames = read_frames(self._wal)
             if frames is None:
                 return  # nothing to replay: adopt() records the file as it is
             survey = self._survey(record, frames)
@@ -191,7 +196,7 @@ class WalOwner:
         state = _state(self.path)
         if record is not None and record.state == state:
             return record
-        frames = read_frames(self._wal, verify=True)
+        frames = read_frames(self._wal)
         survey = self._surveyed
         if survey is None or survey.state != state:
             survey = self._survey(record, frames)
@@ -201,13 +206,12 @@ class WalOwner:
                 f"{self.path} changed while it was being opened, and {self._wal.name} does not"
                 " belong to it now; nothing was written. Open it again",
             )
-        fits = record is not None and survey.fits
-        lineage = record.lineage if fits and record is not None else os.urandom(8)
+        lineage = record.lineage if record is not None and survey.fits else os.urandom(8)
         fresh = Record(lineage, survey.page_size, survey.state, survey.hashes)
         write_record(self._record_path, fresh)
         return fresh
 
-    # -- every transaction, when the file's size or mtime is not the known one --------
+    # -- a transaction that finds the file's state not the known one ------------------
 
     def check(self, now: os.stat_result, writing: bool) -> None:
         """Find out why the file changed under this store; if not by a checkpoint, stop for good."""
@@ -236,12 +240,13 @@ class WalOwner:
             return False
         state = _state(self.path)
         if record.state != state:
-            survey = self._survey(record, read_frames(self._wal, verify=True))
+            survey = self._survey(record, read_frames(self._wal))
             if survey is None or not survey.fits:
                 return False
             state = survey.state
             write_record(
-                self._record_path, Record(self._lineage, survey.page_size, state, survey.hashes)
+                self._record_path,
+                Record(self._lineage, survey.page_size, state, survey.hashes),
             )
         self.known = state
         return True
@@ -264,30 +269,28 @@ class WalOwner:
         Runs inside a BEGIN IMMEDIATE of `connection` (whose checks passed), so no
         writer can start the -wal over before the record is true again.
         """
+        shm, database = self._shm, self._database
+        counts = None if shm is None else wal_counts(shm)
+        if shm is None or database is None or counts is None or counts[0] == counts[1]:
+            return  # nothing to copy back
         with self._exclusive():
             record = read_record(self._record_path)
-            frames = read_frames(self._wal, verify=False)
-            if record is None or record.lineage != self._lineage or frames is None:
-                return
-            if record.state != self.known or record.page_size != frames.page_size:
-                return
-            if self._database is None:
-                return
-            # Durable before the checkpoint writes a page: one cut short is then told
-            # from a file replaced (see _fits).
-            write_record(self._record_path, dataclasses.replace(record, checkpointing=True))
+            if record is None or record.lineage != self._lineage or record.state != self.known:
+                return  # the next write finds out why
+            pages = wal_pages(shm, counts[0])
             # A second connection: SQLite refuses a checkpoint inside a transaction.
             copier = sqlite3.connect(self.path, isolation_level=None)
             try:
                 (_, self._tried_at, _) = copier.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             finally:
                 copier.close()  # not the last connection: it checkpoints nothing more
-            state = state_of(os.fstat(self._database.descriptor))
-            hashes = record.hashes
+            state = state_of(os.fstat(database.descriptor))
             if state != record.state:
-                hashes = rehashed(record, self._database, frames.pages, state[0])
-            write_record(self._record_path, Record(self._lineage, record.page_size, state, hashes))
-            self.known = state
+                hashes = rehashed(record, database, pages, state[1])
+                write_record(
+                    self._record_path, Record(self._lineage, record.page_size, state, hashes)
+                )
+                self.known = state
 
     # -- closing -------------------------------------------------------------------------
 
@@ -310,10 +313,23 @@ class WalOwner:
         finally:
             if not vouched:  # an interrupt included: the connection is closed all the same
                 _close_without_checkpoint(connection, self.path)
-            for share in (self._shm, self._database):
-                if share is not None:
-                    share.release()  # after the connection: closing a descriptor drops its locks
-            self._shm = self._database = None
+            self._let_go()
+
+    def drop(self, connection: sqlite3.Connection) -> None:
+        """Close `connection` of a store dropped without close(), as a crash would: no checkpoint.
+
+        Garbage collection runs this at any moment, maybe while this thread holds a
+        lock a checkpoint needs (the -wal-owner lock, the descriptors' registry),
+        so it takes none: the -wal stays for the next opener, as after a kill -9.
+        """
+        _close_without_checkpoint(connection, self.path, wait=False)
+        self._let_go(later=True)
+
+    def _let_go(self, *, later: bool = False) -> None:
+        for share in (self._shm, self._database):
+            if share is not None:
+                share.release(later=later)  # after the connection: closing drops its locks
+        self._shm = self._database = None
 
     def _vouched(self) -> bool:
         now = _lstat(self.path)
@@ -418,13 +434,13 @@ class WalOwner:
 
 
 def _fits(record: Record, frames: Frames | None, hashes: bytes) -> bool:
-    """Whether the -wal beside a file hashed to `hashes` was written for it."""
+    """Whether a file hashed to `hashes` is the one the -wal beside it was written for."""
     if hashes == record.hashes:
         return True  # the file agent17 left: a copy, a move, a touch
-    if not record.checkpointing or frames is None or frames.page_size != record.page_size:
+    if frames is None or frames.page_size != record.page_size:
         return False
-    # An agent17 checkpoint was cut short: each page SQLite reads from the file itself
-    # is the recorded one, or one of the versions the -wal holds (copied back).
+    # A checkpoint (agent17's cut short, another program's) writes only pages the -wal
+    # holds: each page SQLite reads from the file is the recorded one or such a version.
     for page in range(1, frames.database_pages + 1):
         now = hashes[(page - 1) * HASH_BYTES : page * HASH_BYTES]
         recorded = record.hashes[(page - 1) * HASH_BYTES : page * HASH_BYTES]
@@ -433,15 +449,17 @@ def _fits(record: Record, frames: Frames | None, hashes: bytes) -> bool:
     return True
 
 
-def _close_without_checkpoint(connection: sqlite3.Connection, path: Path) -> None:
+def _close_without_checkpoint(
+    connection: sqlite3.Connection, path: Path, *, wait: bool = True
+) -> None:
     """Close a read-write connection so that SQLite's closing checkpoint cannot run."""
     # SQLite checkpoints on close only when it can lock the file exclusively, that is
     # when no other connection is open. A read-only connection that has read holds its
     # shared lock meanwhile, and when it closes in turn it checkpoints nothing (it may
-    # not write).
+    # not write). One that cannot lock at once means another connection has the file.
     guard = None
     with contextlib.suppress(sqlite3.Error):
-        guard = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        guard = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=5.0 if wait else 0)
         guard.execute("PRAGMA schema_version").fetchone()
     connection.close()
     if guard is not None:
