@@ -28,8 +28,9 @@ from wal_workers import add_and_die, claimed_board, file_alone, integrity
 
 from agent17 import Mailbox, SqliteTaskStore
 from agent17.agent.ledger import IdempotencyLedger, LedgerKey
+from agent17.store import wal_owner
 from agent17.store.wal_file import read_record, state_of
-from agent17.store.wal_owner import CHECKPOINT_FRAMES, WalSetAside
+from agent17.store.wal_owner import WalSetAside
 
 spawn = multiprocessing.get_context("spawn")
 DEADLINE_SECONDS = 60.0
@@ -126,16 +127,17 @@ def test_every_state_file_keeps_its_wal_through_a_copy(tmp_path: Path, state_fil
         assert read(copy) == 1
 
 
-def test_agent17s_own_checkpoints_keep_the_record_true_for_a_copy(tmp_path: Path) -> None:
+def test_agent17s_own_checkpoints_keep_the_record_true_for_a_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(wal_owner, "CHECKPOINT_FRAMES", 100)  # a few checkpoints, quickly
     workspace = tmp_path / "workspace"
     board = SqliteTaskStore(workspace)
-    subjects = [f"task {n}" for n in range(600)]
-    for subject in subjects:  # a commit each: well over CHECKPOINT_FRAMES frames
+    subjects = [f"task {n}" for n in range(300)]
+    for subject in subjects:  # a commit each: several times CHECKPOINT_FRAMES frames
         board.create_task(subject)
     path = db_path(workspace)
-    assert len(file_alone(path)) > 0  # checkpoints ran: tasks are in the file itself
-    wal_frames = path.with_name("tasks.sqlite3-wal").stat().st_size // 4120
-    assert wal_frames < 2 * CHECKPOINT_FRAMES  # and the -wal did not grow without end
+    assert len(file_alone(path)) > 200  # checkpoints ran: tasks are in the file itself
     record = read_record(path.with_name("tasks.sqlite3-wal-owner"))
     assert record is not None and record.state == state_of(path.stat())
     with _copied("tar", workspace, tmp_path) as copy, warnings.catch_warnings():

@@ -101,7 +101,10 @@ from agent17.store.wal_file import (
 )
 
 CHECKPOINT_FRAMES: Final = 1000
-"""Frames the -wal holds before a writer copies them back (SQLite's own default)."""
+"""Frames the -wal holds before a writer copies them back: SQLite's own default, so the
+-wal file grows no larger than before (while it grows, every fsync writes its size too)."""
+WRITES_PER_LOOK: Final = 16
+"""A write adds a few frames: looking at the -shm's count after every 16th is enough."""
 
 SET_ASIDE_INFIX: Final = "-replaced-"
 # SQLite's locks (unix VFS): the database file's pending, reserved and shared bytes,
@@ -144,6 +147,8 @@ class WalOwner:
         self._shm: Held | None = None
         self._surveyed: _Survey | None = None
         self._tried_at = -CHECKPOINT_FRAMES
+        self._writes = 0
+        self._copier: sqlite3.Connection | None = None
 
     # -- opening ---------------------------------------------------------------------
 
@@ -254,7 +259,13 @@ class WalOwner:
     # -- checkpoints ---------------------------------------------------------------------
 
     def checkpoint_due(self) -> bool:
-        """Whether the -wal holds enough frames not yet copied back for a checkpoint."""
+        """Whether the -wal holds enough frames not yet copied back for a checkpoint.
+
+        Asked after each write; the -shm is read at every WRITES_PER_LOOK-th.
+        """
+        self._writes += 1
+        if self._writes % WRITES_PER_LOOK:
+            return False
         counts = wal_counts(self._shm) if self._shm is not None else None
         if counts is None:
             return False
@@ -278,12 +289,13 @@ class WalOwner:
             if record is None or record.lineage != self._lineage or record.state != self.known:
                 return  # the next write finds out why
             pages = wal_pages(shm, counts[0])
-            # A second connection: SQLite refuses a checkpoint inside a transaction.
-            copier = sqlite3.connect(self.path, isolation_level=None)
-            try:
-                (_, self._tried_at, _) = copier.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            finally:
-                copier.close()  # not the last connection: it checkpoints nothing more
+            if self._copier is None:  # SQLite refuses a checkpoint inside a transaction
+                self._copier = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False
+                )
+            (_, self._tried_at, _) = self._copier.execute(
+                "PRAGMA wal_checkpoint(PASSIVE)"
+            ).fetchone()
             state = state_of(os.fstat(database.descriptor))
             if state != record.state:
                 hashes = rehashed(record, database, pages, state[1])
@@ -307,10 +319,12 @@ class WalOwner:
                 vouched = self._vouched()
                 if vouched:
                     self.checkpoint(connection)
+                    self._close_copier()
                     connection.close()
         except (sqlite3.Error, OSError):
             vouched = False  # closed without a checkpoint, as after a crash
         finally:
+            self._close_copier()
             if not vouched:  # an interrupt included: the connection is closed all the same
                 _close_without_checkpoint(connection, self.path)
             self._let_go()
@@ -322,8 +336,16 @@ class WalOwner:
         lock a checkpoint needs (the -wal-owner lock, the descriptors' registry),
         so it takes none: the -wal stays for the next opener, as after a kill -9.
         """
+        self._close_copier()
         _close_without_checkpoint(connection, self.path, wait=False)
         self._let_go(later=True)
+
+    def _close_copier(self) -> None:
+        # First: while the store's own connection is open it is not the last, so its
+        # close checkpoints nothing, and the store's close can be the last.
+        if self._copier is not None:
+            self._copier.close()
+            self._copier = None
 
     def _let_go(self, *, later: bool = False) -> None:
         for share in (self._shm, self._database):
