@@ -15,8 +15,8 @@ import multiprocessing
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -146,29 +146,47 @@ def test_agent17s_own_checkpoints_keep_the_record_true_for_a_copy(
     board.close()
 
 
-@pytest.mark.parametrize("cut_short", [False, True], ids=["whole", "cut short"])
+# Another program: a reader holding its snapshot (or none), then a PASSIVE checkpoint;
+# it dies without closing, so no closing checkpoint of its own finishes the work.
+_OTHER_PROGRAM = """
+import os, sqlite3, sys
+path, cut_short = sys.argv[1], sys.argv[2] == "cut short"
+if cut_short:
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM tasks").fetchone()
+print("reading", flush=True)
+sys.stdin.readline()
+other = sqlite3.connect(path, isolation_level=None)
+print(*other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1:], flush=True)
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("checkpoint", ["whole", "cut short"])
 def test_another_programs_checkpoint_leaves_a_wal_that_a_copy_still_replays(
-    tmp_path: Path, cut_short: bool
+    tmp_path: Path, checkpoint: str
 ) -> None:
     # A checkpoint writes only versions of pages the -wal holds; one that a reader held
     # back halfway leaves the file between two states, and the -wal still completes it.
     workspace = tmp_path / "workspace"
-    adder = spawn.Process(target=add_and_die, args=(str(workspace), BEFORE))
-    adder.start()
-    adder.join(DEADLINE_SECONDS)
-    path = db_path(workspace)
-    with contextlib.ExitStack() as stack:
-        if cut_short:
-            reader = stack.enter_context(contextlib.closing(sqlite3.connect(path)))
-            reader.execute("BEGIN")
-            reader.execute("SELECT count(*) FROM tasks").fetchone()  # holds this snapshot
-        adder = spawn.Process(target=add_and_die, args=(str(workspace), LATER))
+    for subjects in (BEFORE, LATER):
+        adder = spawn.Process(target=add_and_die, args=(str(workspace), subjects))
         adder.start()
         adder.join(DEADLINE_SECONDS)
-        with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as other:
-            other.execute("PRAGMA wal_autocheckpoint = 0")
-            _, frames, copied = other.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        assert 0 < copied < frames if cut_short else copied == frames
+        if subjects is BEFORE:
+            other = subprocess.Popen(
+                [sys.executable, "-c", _OTHER_PROGRAM, str(db_path(workspace)), checkpoint],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            assert other.stdout is not None and other.stdin is not None
+            assert other.stdout.readline() == "reading\n"
+    other.stdin.write("go\n")
+    other.stdin.flush()
+    frames, copied = map(int, other.stdout.readline().split())
+    assert other.wait(DEADLINE_SECONDS) == 0
+    assert 0 < copied < frames if checkpoint == "cut short" else 0 < copied == frames
+    assert db_path(workspace).with_name("tasks.sqlite3-wal").stat().st_size > 0
     with _copied("tar", workspace, tmp_path) as copy, warnings.catch_warnings():
         warnings.simplefilter("error", WalSetAside)
         assert [task.subject for task in SqliteTaskStore(copy).list_tasks()] == BEFORE + LATER

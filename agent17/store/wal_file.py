@@ -124,7 +124,7 @@ def read_frames(wal: Path) -> Frames | None:
                 break
             sums = sum0, sum1
             pages.append(page)
-            hashes.append(_hash(frame[_FRAME_HEADER.size :]))
+            hashes.append(page_hash(frame[_FRAME_HEADER.size :]))
             if size_after:
                 committed, database_pages = len(pages), size_after
     if committed == 0:
@@ -189,7 +189,7 @@ def page_hashes(database: Held, page_size: int, pages: Iterable[int] | None = No
     """The hash of each page of the file (or of `pages`, 1-based, in that order)."""
     if pages is not None:
         return b"".join(
-            _hash(os.pread(database.descriptor, page_size, (page - 1) * page_size))
+            page_hash(os.pread(database.descriptor, page_size, (page - 1) * page_size))
             for page in pages
         )
     hashes = bytearray()
@@ -198,7 +198,7 @@ def page_hashes(database: Held, page_size: int, pages: Iterable[int] | None = No
     while len(data := os.pread(database.descriptor, chunk, offset)) >= page_size:
         view = memoryview(data)
         for start in range(0, len(data) - page_size + 1, page_size):
-            hashes += _hash(view[start : start + page_size])
+            hashes += page_hash(view[start : start + page_size])
         offset += chunk
     return bytes(hashes)
 
@@ -218,7 +218,8 @@ def rehashed(record: Record, database: Held, pages: Iterable[int], size: int) ->
     return bytes(hashes)
 
 
-def _hash(page: bytes | memoryview) -> bytes:
+def page_hash(page: bytes | memoryview) -> bytes:
+    """The hash the record keeps of one page."""
     return hashlib.blake2b(page, digest_size=HASH_BYTES).digest()
 
 

@@ -89,6 +89,7 @@ from agent17.store.wal_file import (
     Frames,
     Record,
     database_page_size,
+    page_hash,
     page_hashes,
     read_frames,
     read_record,
@@ -461,12 +462,20 @@ def _fits(record: Record, frames: Frames | None, hashes: bytes) -> bool:
         return True  # the file agent17 left: a copy, a move, a touch
     if frames is None or frames.page_size != record.page_size:
         return False
-    # A checkpoint (agent17's cut short, another program's) writes only pages the -wal
-    # holds: each page SQLite reads from the file is the recorded one or such a version.
+    # A checkpoint (agent17's cut short, another program's) writes only the -wal's
+    # versions of pages it holds, and skips those whose last version it may not copy
+    # yet (a hole, if that grew the file). So each page of the file the -wal holds is
+    # the recorded one, such a version or such a hole; every other page is recorded.
+    hole = page_hash(bytes(frames.page_size))
     for page in range(1, frames.database_pages + 1):
         now = hashes[(page - 1) * HASH_BYTES : page * HASH_BYTES]
         recorded = record.hashes[(page - 1) * HASH_BYTES : page * HASH_BYTES]
-        if not now or (now != recorded and now not in frames.versions.get(page, ())):
+        if page not in frames.pages:
+            if now != recorded:
+                return False
+            continue
+        known = now in (b"", recorded) or now in frames.versions[page]
+        if not known and (now != hole or page <= record.pages):
             return False
     return True
 
