@@ -15,10 +15,12 @@ last left it, with the file's inode, size, mtime and ctime (any write, rename
 or copy changes one; no user tool sets a ctime). A file whose four are the
 recorded ones is taken as it is (no hashing: the check every transaction can
 afford). Any other is hashed, and the -wal is its own when every page SQLite
-will read from the file itself is the recorded page or a version of it that
-the -wal holds: a copy (the same pages), or the file after a checkpoint,
-agent17's cut short or another program's (a checkpoint writes nothing else).
-Another page means another file, and its -wal is never replayed.
+will read from the file itself is the recorded one, and every page the -wal
+holds is the recorded one, one of its versions there, or a hole past the
+recorded end: a copy (the same pages), or the file after a checkpoint,
+agent17's cut short or another program's (a checkpoint writes nothing else,
+and skips a page whose last version a reader still needs). Another page means
+another file, and its -wal is never replayed.
 
 Keeping the record true. In WAL mode only a checkpoint writes the file, so
 agent17 turns SQLite's automatic checkpoint off and runs its own, every
