@@ -29,7 +29,7 @@ import hashlib
 import os
 import struct
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, KeysView
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final
@@ -74,10 +74,14 @@ class Frames:
     """A -wal's frames: their page size, the pages they hold, the database's size after them."""
 
     page_size: int
-    pages: frozenset[int]
     database_pages: int
     versions: dict[int, set[bytes]]
     """The hash of every version of each page the frames hold."""
+
+    @property
+    def pages(self) -> KeysView[int]:
+        """The pages the frames hold."""
+        return self.versions.keys()
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,7 @@ def read_frames(wal: Path) -> Frames | None:
     versions: dict[int, set[bytes]] = {}
     for page, version in zip(pages[:committed], hashes[:committed], strict=True):
         versions.setdefault(page, set()).add(version)
-    return Frames(page_size, frozenset(pages[:committed]), database_pages, versions)
+    return Frames(page_size, database_pages, versions)
 
 
 def _frames(handle: BinaryIO, page_size: int) -> Iterator[tuple[tuple[int, ...], memoryview]]:
