@@ -411,6 +411,23 @@ def test_a_wal_switch_still_locked_at_the_busy_timeout_gives_up(
     assert state_file.BUSY_TIMEOUT_SECONDS - 0.1 <= now[0] <= state_file.BUSY_TIMEOUT_SECONDS
 
 
+def test_a_state_file_sqlite_keeps_in_its_rollback_journal_is_not_watched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A SQLite without shared memory (some browser builds) answers the WAL switch by
+    # staying in its rollback journal: the file then changes with every commit, and
+    # there is no -wal to own.
+    monkeypatch.setattr(state_file, "_switch_to_wal", lambda connection: None)
+    board = SqliteTaskStore(tmp_path)
+    for n in range(3):
+        board.create_task(f"task {n}")
+    board.close()
+    again = SqliteTaskStore(tmp_path)
+    assert [task.subject for task in again.list_tasks()] == ["task 0", "task 1", "task 2"]
+    again.create_task("task 3")
+    again.close()
+
+
 def test_a_wal_another_program_left_on_the_same_file_is_replayed(tmp_path: Path) -> None:
     # A sqlite3 shell that edited the board and crashed: its -wal is not agent17's,
     # but it was written for this very file.

@@ -174,7 +174,8 @@ class StateFile:
             # so a claim the store reported is never forgotten (README, "Durability").
             _switch_to_wal(self._connection)
             self._connection.execute("PRAGMA synchronous = FULL")
-            owner.adopt()  # before the first frame this connection writes
+            (mode,) = self._connection.execute("PRAGMA journal_mode").fetchone()
+            owner.adopt(wal=str(mode).lower() == "wal")  # before this connection's first frame
             self._create_or_verify()
             owner.hold_shm()
         except BaseException:

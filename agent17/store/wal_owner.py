@@ -145,6 +145,8 @@ class WalOwner:
         """The file's state (inode, size, mtime, ctime) this store last vouched for."""
         self.broken: str | None = None
         """Why this store takes no more calls, once its file changed under it."""
+        self.watching = False
+        """Whether the file is in WAL mode, so its -wal has an owner to check."""
         self._lineage = b""
         self._database: Held | None = None
         self._shm: Held | None = None
@@ -185,8 +187,15 @@ class WalOwner:
         """Hold the file's descriptor while connected (from before the first statement)."""
         self._database = hold(self.path)
 
-    def adopt(self) -> None:
-        """Before the read-write connection writes its first frame: take the record, or make it."""
+    def adopt(self, *, wal: bool) -> None:
+        """Before the read-write connection writes its first frame: take the record, or make it.
+
+        Not `wal` (a SQLite without shared memory, as in some browser builds): there is no
+        -wal to own, and the file changes with every commit, so nothing is watched.
+        """
+        self.watching = wal
+        if not wal:
+            return
         record = read_record(self._record_path)
         if record is None or record.state != _state(self.path):
             with self._exclusive():
@@ -196,7 +205,7 @@ class WalOwner:
 
     def hold_shm(self) -> None:
         """Hold the -shm's descriptor while connected (once a transaction has made it)."""
-        if self._shm is None:
+        if self.watching and self._shm is None:
             self._shm = hold(self._shm_path)
 
     def _recorded_afresh(self) -> Record:
@@ -223,6 +232,8 @@ class WalOwner:
 
     def check(self, now: os.stat_result, writing: bool) -> None:
         """Find out why the file changed under this store; if not by a checkpoint, stop for good."""
+        if not self.watching:
+            return
         record = read_record(self._record_path)
         if record is not None and record.lineage == self._lineage:
             if record.state == state_of(now):
