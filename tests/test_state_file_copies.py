@@ -55,7 +55,7 @@ def _copied(how: str, workspace: Path, tmp_path: Path) -> Iterator[Path]:
     copy.parent.mkdir()
     if how == "cp -a":
         _run("cp", "-a", workspace, copy)
-    elif how == "tar":  # GNU tar keeps whole seconds of an mtime: the file looks changed
+    elif how == "tar":  # GNU tar keeps an mtime to the second only
         _run("tar", "-C", workspace.parent, "-cf", tmp_path / "workspace.tar", workspace.name)
         _run("tar", "-C", copy.parent, "-xf", tmp_path / "workspace.tar")
     elif how == "rsync -a":
