@@ -82,6 +82,7 @@ from pathlib import Path
 from typing import Final
 
 from agent17.domain import ErrorCode
+from agent17.store import wal_advice as advice
 from agent17.store.file_failures import RefusalFactory
 from agent17.store.held_files import Held, held, hold, locked
 from agent17.store.paths import SQLITE_SIDECAR_SUFFIXES
@@ -169,7 +170,7 @@ class WalOwner:
             if record is None or record.state == _state(self.path):
                 return
             if _non_empty(self._journal):
-                raise self._refusal(ErrorCode.FOREIGN_WAL, self._journal_message())
+                raise self._refusal(ErrorCode.FOREIGN_WAL, advice.journal(self.path, self._journal))
             frames = read_frames(self._wal)
             if frames is None:
                 return  # nothing to replay: adopt() records the file as it is
@@ -178,10 +179,10 @@ class WalOwner:
                 self._surveyed = survey
                 return
             if self._in_use():
-                raise self._refusal(ErrorCode.FOREIGN_WAL, self._in_use_message())
+                raise self._refusal(ErrorCode.FOREIGN_WAL, advice.in_use(self.path, self._wal))
             probe_alone()
             folder = self._set_aside()
-        warnings.warn(WalSetAside(self._set_aside_message(folder)), stacklevel=2)
+        warnings.warn(WalSetAside(advice.set_aside(self.path, self._wal, folder)), stacklevel=2)
 
     def hold_database(self) -> None:
         """Hold the file's descriptor while connected (from before the first statement)."""
@@ -219,9 +220,7 @@ class WalOwner:
             survey = self._survey(record, frames)
         if survey is None or (record is not None and frames is not None and not survey.fits):
             raise self._refusal(
-                ErrorCode.FOREIGN_WAL,
-                f"{self.path} changed while it was being opened, and {self._wal.name} does not"
-                " belong to it now; nothing was written. Open it again",
+                ErrorCode.FOREIGN_WAL, advice.changed_while_opening(self.path, self._wal)
             )
         lineage = record.lineage if record is not None and survey.fits else os.urandom(8)
         fresh = Record(lineage, survey.page_size, survey.state, survey.hashes)
@@ -244,13 +243,7 @@ class WalOwner:
             with self._exclusive():
                 if self._refit():
                     return
-        self.broken = (
-            f"{self.path} was changed outside agent17 while this {self._what} had it open (a"
-            f" backup copied over it?), so {self._wal.name} holds transactions of the file that"
-            " was there before: nothing was written, and this store takes no more calls. To go"
-            " on: stop every teammate and program using this workspace, then open it again"
-            " (that -wal is then set aside beside it, never deleted)"
-        )
+        self.broken = advice.changed_under_store(self.path, self._wal, self._what)
         raise self._refusal(ErrorCode.FOREIGN_WAL, self.broken)
 
     def _refit(self) -> bool:
@@ -436,37 +429,6 @@ class WalOwner:
             yield
         finally:
             os.close(descriptor)
-
-    # -- what the user is told -----------------------------------------------------------
-
-    def _in_use_message(self) -> str:
-        return (
-            f"{self._wal} holds transactions written for the file that was at {self.path}"
-            f" before ({self.path.name} was replaced or changed outside agent17: a backup"
-            " restored, a file copied over it), and a program still has that file open, so"
-            " nothing was opened and every file was left as it was. To go on: stop every"
-            " teammate and program using this workspace, then open it again; that -wal is then"
-            f" set aside in {self.path.parent}, never deleted"
-        )
-
-    def _set_aside_message(self, folder: Path) -> str:
-        return (
-            f"{self.path} was replaced or changed outside agent17 (a backup restored?) while"
-            f" {self._wal.name} still held the last transactions of the file it replaced:"
-            " replaying them would have mixed the two, so they were set aside, never deleted,"
-            f" in {folder}, and {self.path.name} opened as it is now"
-        )
-
-    def _journal_message(self) -> str:
-        return (
-            f"{self._journal} holds an interrupted transaction's old pages, and {self.path.name}"
-            " changed since agent17 last had it open, so whether the journal belongs to it"
-            " cannot be told: nothing was opened and every file was left as it was. To go on:"
-            f" if {self.path.name} was replaced (a backup restored), move {self._journal.name}"
-            f" out of {self.path.parent}; if not, open it once with the sqlite3 program"
-            f" (sqlite3 {self.path} 'PRAGMA quick_check'), which rolls that transaction back."
-            " Then open it again"
-        )
 
 
 def _fits(record: Record, frames: Frames | None, hashes: bytes) -> bool:
