@@ -1,13 +1,14 @@
-"""Who claims: the claim service, and the shared board a team's members work from.
+"""Who claims: the caller's identity as the owner, and the board a team's members share.
 
-An `owner` field in tool input is never trusted (the input models forbid it);
-the owner is always `ToolContext.identity`, so a model can only claim and
-complete as itself, and automatic claims go through the same boundary.
+An `owner` field in tool input is never trusted (the input models forbid it):
+the tools map the caller's `ToolContext.identity` to the owner in one place,
+`DirectTaskClaimService`, so a model can only claim and complete as itself.
+A teammate's automatic claim is its own: `tick()` calls the board's
+`claim_next` with the teammate's name.
 
 `WorkStealingRuntime` is built once in the composition root and handed to the
 Lead, the one-shot subagent and every teammate, so that all of them read and
-write one board; a teammate's `tick()` claims through its `claim_service`.
-The task tools are built from it (`tools/task_tools.py`); it knows no tools.
+write one board. The task tools are built from it (`tools/task_tools.py`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent17.domain import TaskClaim, TaskCompletion
-from agent17.store.contract import TaskStore
+from agent17.store.board import TaskBoard
 
 DEFAULT_POLL_INTERVAL_SECONDS = 5.0
 DEFAULT_MAX_IDLE_POLLS = 12
@@ -34,9 +35,9 @@ class ToolContext:
 
 
 class DirectTaskClaimService:
-    """The default claim service: the caller's identity is the owner, nothing else."""
+    """The tools' claims: the caller's identity is the owner, and nothing else is done."""
 
-    def __init__(self, store: TaskStore) -> None:
+    def __init__(self, store: TaskBoard) -> None:
         self.store = store
 
     def claim_task(self, task_id: str, context: ToolContext) -> TaskClaim:
@@ -44,7 +45,7 @@ class DirectTaskClaimService:
         return self.store.claim_task(task_id, context.identity)
 
     def claim_next(self, owner: str) -> TaskClaim | None:
-        """Claim the first ready task (by creation order) for `owner`, or None."""
+        """Claim the first ready task (by creation order) for `owner`, or None (the board's)."""
         return self.store.claim_next(owner)
 
     def complete_task(self, task_id: str, claim_token: str, context: ToolContext) -> TaskCompletion:
@@ -64,7 +65,7 @@ class WiringError(ValueError):
 class WorkStealingRuntime:
     """The shared board of a team: store, claim service and poll settings."""
 
-    store: TaskStore
+    store: TaskBoard
     claim_service: DirectTaskClaimService
     poll_interval_seconds: float
     max_idle_polls: int
@@ -72,7 +73,7 @@ class WorkStealingRuntime:
     def __init__(
         self,
         *,
-        store: TaskStore,
+        store: TaskBoard,
         claim_service: DirectTaskClaimService | None = None,
         poll_interval_seconds: float = DEFAULT_POLL_INTERVAL_SECONDS,
         max_idle_polls: int = DEFAULT_MAX_IDLE_POLLS,

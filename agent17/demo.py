@@ -241,23 +241,35 @@ def _indent(text: str) -> str:
     return "\n".join(f"{' ' * 19}{line}" for line in text.splitlines())
 
 
+def fresh_place(
+    store: str | None, workspace: Path | None, prefix: str
+) -> tuple[StoreLocation, Path] | None:
+    """Where a demo's story goes: its store and workspace (a new folder named `prefix`...).
+
+    None, said on stderr, when that store already holds a board: the demo's ids are
+    fixed, and a second story on the same board would be a different one.
+    """
+    location = parse_store_url(store)
+    taken = board_in_the_way(location, workspace)
+    if taken is not None:
+        print(
+            f"agent17: {taken} already has a task board; the demo needs a fresh one",
+            file=sys.stderr,
+        )
+        return None
+    return location, workspace or Path(tempfile.mkdtemp(prefix=prefix))
+
+
 def run_demo(workspace: Path | None, out: TextIO, *, store: str | None = None) -> int:
     """Run the minimal scenario offline; print the timeline; 0 if every check holds.
 
     `store`: a `postgresql://` URL puts the board and the mailbox in that database
     (it must hold no board yet); the workspace still holds each host's own records.
     """
-    location = parse_store_url(store)
-    taken = board_in_the_way(location, workspace)
-    if taken is not None:
-        # The demo's ids are fixed; a second story on the same board would be a different one.
-        print(
-            f"agent17: {taken} already has a task board; the demo needs a fresh one",
-            file=sys.stderr,
-        )
+    place = fresh_place(store, workspace, "agent17-demo-")
+    if place is None:
         return 2
-    if workspace is None:
-        workspace = Path(tempfile.mkdtemp(prefix="agent17-demo-"))
+    location, workspace = place
     simulation = SimulatedTime()
     story = _Story(out)
     out.write(

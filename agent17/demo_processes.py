@@ -20,20 +20,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TextIO
 
+from agent17.demo import fresh_place
 from agent17.deterministic import uuid_sequence
 from agent17.domain import EventKind, TaskEvent, TaskStatus, utc_now
 from agent17.store.board import TaskBoard
 from agent17.team.protocol import ShutdownResponse, TeamProtocol, TextMessage
 from agent17.team.registry import TeamRegistry
 from agent17.team.workplace import (
-    board_in_the_way,
     open_team_state,
     parse_store_url,
     real_workspace,
@@ -104,17 +103,10 @@ def run_process_demo(workspace: Path | None, out: TextIO, *, store: str | None =
     `store`: a `postgresql://` URL (a database with no board yet) for the board and
     the mailbox; each teammate process is started with the same `--store`.
     """
-    location = parse_store_url(store)
-    taken = board_in_the_way(location, workspace)
-    if taken is not None:
-        # The demo's ids are fixed; a second story on the same board would be a different one.
-        print(
-            f"agent17: {taken} already has a task board; the demo needs a fresh one",
-            file=sys.stderr,
-        )
+    place = fresh_place(store, workspace, "agent17-demo-processes-")
+    if place is None:
         return 2
-    if workspace is None:
-        workspace = Path(tempfile.mkdtemp(prefix="agent17-demo-processes-"))
+    location, workspace = place
     state = open_team_state(location, workspace, new_task_id=uuid_sequence(17))
     board, mailbox = state.store, state.mailbox
     protocol = TeamProtocol(mailbox)

@@ -74,7 +74,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from agent17 import SqliteTaskStore
 
 if TYPE_CHECKING:  # a store compared from an older checkout may not have it
-    from agent17.store.contract import TaskStore
+    from agent17.store.board import TaskBoard as TaskStore
 
 # Long enough that no lease runs out (and no release_expired fires) while measuring.
 LEASE_SECONDS: Final = 24 * 3600.0
@@ -301,7 +301,8 @@ def store_connection(store: TaskStore) -> sqlite3.Connection:
     """INSTRUMENTATION ONLY: the store's private connection, to attach a trace callback.
 
     Nothing is ever executed on it here. (The current store keeps it in
-    `_sqlite._db._file._connection`, older ones in `_db._connection` or `_connection`.)
+    `_file._connection`, older ones in `_sqlite._db._file._connection`,
+    `_db._connection` or `_connection`.)
     """
     holder: Any = store
     for name in ("_sqlite", "_db", "_file"):

@@ -6,7 +6,7 @@ benchmarks/exercise_reliability.py check these same functions.
 
 from __future__ import annotations
 
-from agent17.exercises.wrong_claims import (
+from wrong_claims import (
     PICK,
     TAKE,
     deferred_begin,

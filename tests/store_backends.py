@@ -20,7 +20,7 @@ import pg_cluster
 
 from agent17 import PostgresTaskStore, SqliteTaskStore
 from agent17.deterministic import ManualClock, uuid_sequence
-from agent17.store.contract import TaskStore
+from agent17.store.board import TaskBoard
 
 TASK_ID_BLOCK = 17
 TOKEN_BLOCK = 71
@@ -40,7 +40,7 @@ def token(number: int) -> str:
     return f"00000000-0000-4000-8000-{TOKEN_BLOCK:04d}{number:08d}"
 
 
-def open_spec(spec: StoreSpec, **options: Any) -> TaskStore:
+def open_spec(spec: StoreSpec, **options: Any) -> TaskBoard:
     """Open the board named by `spec` (used in child processes)."""
     backend, where = spec
     if backend == "sqlite":
@@ -63,7 +63,7 @@ class Board(Protocol):
         new_task_id: Callable[[], str] | None = None,
         new_claim_token: Callable[[], str] | None = None,
         lease_seconds: float = 300.0,
-    ) -> TaskStore: ...
+    ) -> TaskBoard: ...
 
     def raw_store(self, **options: Any) -> Any: ...
 

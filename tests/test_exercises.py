@@ -14,19 +14,15 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import wrong_graphs
+import wrong_paths
+import wrong_pure
+from wrong_answers import RIGHT_ANSWERS, WRONG_ANSWERS, WrongAnswer
 
 import agent17.exercises as exercises
 from agent17 import Task
-from agent17.exercises import (
-    EXERCISES,
-    check,
-    show_solution,
-    wrong_graphs,
-    wrong_paths,
-    wrong_pure,
-)
+from agent17.exercises import EXERCISES, check, show_solution
 from agent17.exercises._bounded import run_check
-from agent17.exercises.wrong_answers import RIGHT_ANSWERS, WRONG_ANSWERS, WrongAnswer
 
 
 def test_there_are_at_least_eight_exercises_in_course_order() -> None:

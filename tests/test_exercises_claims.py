@@ -14,11 +14,7 @@ from typing import Any
 
 import pytest
 from claim_one_answers import PICK, TAKE
-
-from agent17.exercises import EXERCISES, _jobs, check
-from agent17.exercises._jobs import SlowSelectConnection, make_jobs, open_checked
-from agent17.exercises.effects import NotesFile
-from agent17.exercises.wrong_claims import (
+from wrong_claims import (
     RACE_RIGHT_ANSWERS,
     RACE_WRONG_ANSWERS,
     deferred_begin,
@@ -28,6 +24,10 @@ from agent17.exercises.wrong_claims import (
     plain_begin_look_then_write,
     take_ignoring_the_rowcount,
 )
+
+from agent17.exercises import EXERCISES, _jobs, check
+from agent17.exercises._jobs import SlowSelectConnection, make_jobs, open_checked
+from agent17.exercises.effects import NotesFile
 
 Looking = tuple[SlowSelectConnection, threading.Barrier]
 RUNS = 5

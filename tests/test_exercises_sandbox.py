@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from wrong_pure import patches_the_checker
 
 from agent17 import Task
 from agent17.exercises import EXERCISES, check, search
 from agent17.exercises._bounded import run_check
-from agent17.exercises.wrong_pure import patches_the_checker
 
 pytestmark = [
     pytest.mark.processes,

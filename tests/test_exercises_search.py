@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from wrong_answers import RIGHT_ANSWERS, WRONG_ANSWERS
 
 from agent17 import Task, TaskStatus
 from agent17.exercises import EXERCISES, check
 from agent17.exercises.board import READY_SEARCH, ready_boards, work_tables
 from agent17.exercises.lease import LEASE_SEARCH, lease_cases
 from agent17.exercises.team import NEXT_PASS_SEARCH, pass_cases, real_pass, what_tick_did
-from agent17.exercises.wrong_answers import RIGHT_ANSWERS, WRONG_ANSWERS
 
 PENDING, IN_PROGRESS, COMPLETED = TaskStatus
 

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import wrong_graphs
 
-from agent17.exercises import EXERCISES, check, wrong_graphs
+from agent17.exercises import EXERCISES, check
 from agent17.exercises._bounded import Checker, run_check
 from agent17.exercises.job_run import run_the_job
 from agent17.exercises.task_graph import JOB, CreateTask, Graph, board_of, judge_board

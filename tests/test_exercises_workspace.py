@@ -9,8 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import wrong_paths
 
-from agent17.exercises import EXERCISES, check, wrong_paths
+from agent17.exercises import EXERCISES, check
 from agent17.exercises.workspace import (
     NAMES,
     build_check_folder,

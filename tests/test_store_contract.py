@@ -1636,7 +1636,7 @@ def test_a_clock_that_returns_no_datetime_is_refused_and_changes_nothing(
     assert board.store().list_tasks() == []
 
 
-def test_a_clock_too_late_for_a_lease_to_end_refuses_the_claim_and_changes_nothing(
+def test_a_clock_too_late_for_a_lease_to_end_refuses_the_claim_and_spends_no_token(
     board: Board,
 ) -> None:
     drawn: list[str] = []
@@ -1645,16 +1645,22 @@ def test_a_clock_too_late_for_a_lease_to_end_refuses_the_claim_and_changes_nothi
         drawn.append(token(len(drawn) + 1))
         return drawn[-1]
 
-    store = board.store(clock=lambda: datetime.max.replace(tzinfo=UTC), new_claim_token=new_token)
+    readings = [COURSE_START]
+    store = board.store(clock=lambda: readings[0], new_claim_token=new_token)
     a = store.create_task("A")
+    readings[0] = datetime.max.replace(tzinfo=UTC)
     with pytest.raises(ValueError, match="lease"):
         store.claim_next("alice")
     with pytest.raises(ValueError, match="lease"):
         store.claim_task(a.id, "alice")
-    assert drawn == []  # refused before a token was drawn
     later = board.store()
     assert later.get_task(a.id).status == TaskStatus.PENDING
     assert kinds(later) == ["created"] and later.issued_claim_tokens() == []
+    # The clock mended, the next claim gets the first token: none was spent.
+    readings[0] = at(1)
+    claim = store.claim_next("alice")
+    assert claim is not None and claim.claim_token == token(1)
+    assert set(drawn) == {token(1)}
 
 
 def test_a_clock_reading_with_no_utc_datetime_is_refused_and_changes_nothing(

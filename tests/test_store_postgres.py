@@ -92,39 +92,30 @@ def test_a_connection_terminated_between_operations_is_replaced_unseen(
     ]
 
 
-@pytest.mark.parametrize("where", ["after the lock", "before the claim statement"])
 def test_a_connection_terminated_mid_operation_is_store_unavailable_and_nothing_half_done(
-    board: PostgresBoard, where: str
+    board: PostgresBoard,
 ) -> None:
     seed = board.store(new_claim_token=uuid_sequence(72))
     a = seed.create_task("A")
     before = board_state(seed)
-    base, tokens, armed = ManualClock(), uuid_sequence(71), [True]
+    base, armed = ManualClock(), [True]
 
-    def strike() -> None:
+    def clock() -> Any:
+        # Read once the board lock is held, before the claim statement: the session that
+        # holds the lock right now is struck there.
         if armed:
             armed.clear()
             with board.connection() as connection:
                 pids = pg_cluster.backend_pids(board.dsn)
-                # The victim is the session that holds the board lock right now.
                 ((pid,),) = connection.execute(
                     "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
                     " AND pid = ANY(%s)",
                     (pids,),
                 ).fetchall()
                 connection.execute("SELECT pg_terminate_backend(%s, 60000)", (pid,))
-
-    def clock() -> Any:
-        if where == "after the lock":
-            strike()
         return base()
 
-    def new_token() -> str:
-        if where == "before the claim statement":
-            strike()
-        return tokens()
-
-    store = board.raw_store(clock=clock, new_claim_token=new_token)
+    store = board.raw_store(clock=clock, new_claim_token=uuid_sequence(71))
     error = raises_code("store_unavailable", lambda: store.claim_next("alice"))
     assert "rolled it back" in str(error)
     assert board_state(seed) == before  # no claim, no event, no token
@@ -282,21 +273,17 @@ from datetime import timedelta
 from store_backends import open_spec
 from agent17.deterministic import COURSE_START, ManualClock, uuid_sequence
 
-tokens = uuid_sequence(72)
+later = ManualClock(COURSE_START + timedelta(hours=1))
 
 
-def new_token():
-    # Inside claim_next: the board lock is held and the run-out lease already released.
+def clock():
+    # Inside claim_next: the board lock is held, the claim statement not sent yet.
     print("inside", flush=True)
     sys.stdin.readline()  # never answered: the parent kills us here
-    return tokens()
+    return later()
 
 
-store = open_spec(
-    ("postgres", sys.argv[1]),
-    clock=ManualClock(COURSE_START + timedelta(hours=1)),
-    new_claim_token=new_token,
-)
+store = open_spec(("postgres", sys.argv[1]), clock=clock, new_claim_token=uuid_sequence(72))
 store.claim_next("doomed")
 """
 

@@ -328,7 +328,7 @@ def test_a_transaction_left_open_on_the_connection_is_rolled_back_by_the_next_ca
     # can be made from outside, hence the private connection.
     store = new_store(tmp_path)
     store.create_task("A")
-    connection = store._sqlite._db._file._connection
+    connection = store._file._connection
     connection.execute("BEGIN IMMEDIATE")
     connection.execute("UPDATE task_metadata SET value = 'x' WHERE key = 'schema_version'")
     assert store.create_task("B").subject == "B"

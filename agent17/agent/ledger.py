@@ -5,7 +5,7 @@ idempotency key. Each effectful call (shell, write_file) that ran and
 succeeded is recorded under (key, ordinal, tool, canonical arguments); a retry
 of the same run gets the recorded result instead of running the call again.
 The file is a state database like the board (`ledger.sql`, opened by
-`store.database`); `in_memory()` keeps the same records in a dict.
+`StateFile`); `in_memory()` keeps the same records in a dict.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent17.domain import TaskError
-from agent17.store.database import StateDatabase
 from agent17.store.schema_file import Schema
+from agent17.store.sqlite import transaction
+from agent17.store.state_file import StateFile
 
 LEDGER_DB_NAME: Final = "idempotency.sqlite3"
 LEDGER_SCHEMA: Final = Schema(
@@ -57,16 +58,16 @@ class IdempotencyLedger:
     On a file (`for_workspace`), also across processes sharing it.
     """
 
-    def __init__(self, database: StateDatabase | None) -> None:
-        self._db = database
-        self.path: Path | None = None if database is None else database.path
+    def __init__(self, file: StateFile | None) -> None:
+        self._file = file
+        self.path: Path | None = None if file is None else file.path
         self._memory: dict[LedgerKey, str] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def for_workspace(cls, workspace: str | os.PathLike[str]) -> IdempotencyLedger:
         """The workspace's ledger: `<workspace>/.agent_tutorial/idempotency.sqlite3`."""
-        return cls(StateDatabase(workspace, LEDGER_DB_NAME, LEDGER_SCHEMA, TaskError))
+        return cls(StateFile(workspace, LEDGER_DB_NAME, LEDGER_SCHEMA, TaskError))
 
     @classmethod
     def in_memory(cls) -> IdempotencyLedger:
@@ -75,16 +76,18 @@ class IdempotencyLedger:
 
     def lookup(self, key: LedgerKey) -> dict[str, Any] | None:
         """The recorded result for `key`, or None."""
-        if self._db is None:
+        if self._file is None:
             with self._lock:
                 text = self._memory.get(key)
         else:
-            row = self._db.snapshot(
+            row = self._file.guarded(
+                transaction,
                 lambda connection: connection.execute(
                     "SELECT result_json FROM tool_results WHERE idempotency_key = ?"
                     " AND ordinal = ? AND tool = ? AND arguments_json = ?",
                     (key.idempotency_key, key.ordinal, key.tool, key.arguments_json),
-                ).fetchone()
+                ).fetchone(),
+                "BEGIN",
             )
             text = None if row is None else str(row[0])
         if text is None:
@@ -95,7 +98,7 @@ class IdempotencyLedger:
     def record(self, key: LedgerKey, result: Mapping[str, Any]) -> None:
         """Remember `result` for `key` (a second result for the same key is ignored)."""
         text = json.dumps(dict(result), sort_keys=True)
-        if self._db is None:
+        if self._file is None:
             with self._lock:
                 self._memory.setdefault(key, text)
             return
@@ -106,18 +109,20 @@ class IdempotencyLedger:
                 (key.idempotency_key, key.ordinal, key.tool, key.arguments_json, text),
             )
 
-        self._db.transaction(insert)
+        self._file.guarded(transaction, insert, "BEGIN IMMEDIATE")
 
     def __len__(self) -> int:
-        if self._db is None:
+        if self._file is None:
             with self._lock:
                 return len(self._memory)
-        (count,) = self._db.snapshot(
-            lambda connection: connection.execute("SELECT count(*) FROM tool_results").fetchone()
+        (count,) = self._file.guarded(
+            transaction,
+            lambda connection: connection.execute("SELECT count(*) FROM tool_results").fetchone(),
+            "BEGIN",
         )
         return int(count)
 
     def close(self) -> None:
         """Close the database connection (if any)."""
-        if self._db is not None:
-            self._db.close()
+        if self._file is not None:
+            self._file.close()

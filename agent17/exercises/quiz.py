@@ -28,7 +28,7 @@ from agent17.domain import ErrorCode, TaskError
 from agent17.exercises._bounded import CheckResult
 from agent17.exercises.team import PassCase, real_pass
 from agent17.racelab.lab import run_json_race, run_sqlite_race
-from agent17.store.contract import TaskStore
+from agent17.store.board import TaskBoard
 from agent17.store.sqlite import SqliteTaskStore
 from agent17.team.teammate import TickKind
 
@@ -177,7 +177,7 @@ def _observe_heartbeat(folder: Path) -> str:
         # What the fence of every effectful tool asks: does the question move the lease?
         seen = store.verify_claim(a.id, "alice", claim.claim_token)
         moved = seen.lease_expires_at_utc != claim.lease_expires_at_utc
-    renews = any("renew" in name or "heartbeat" in name for name in dir(TaskStore))
+    renews = any("renew" in name or "heartbeat" in name for name in dir(TaskBoard))
     return "a" if moved else ("b" if renews else "d")
 
 

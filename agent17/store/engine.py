@@ -1,93 +1,90 @@
-"""What an engine gives the task board: one write transaction per operation, reads, its SQL.
+"""What both engines do under the task board: one contract, kept by SQLite and PostgreSQL.
 
-`TaskBoard` (board.py) writes every board operation once. It never sees a
-connection: it describes each write as an `Operation` (which statement, its
-parameters, what to run after it, how to read the rows) and hands it to a
-`BoardEngine`, which runs it its own way. An engine must:
+`TaskBoard` (board.py) writes every operation of the board once: its input
+checks, the SQL it runs (each engine's text of it, a `BoardSql`) and the
+reading of the rows that come back. `SqliteTaskStore` and `PostgresTaskStore`
+are TaskBoards that run that SQL on their engine, through three methods that
+both implement the same way:
 
-1. `write(operation)`: run the operation in ONE write transaction that holds
-   the board lock from its first statement to COMMIT, so the writes of every
-   process and host on the board form one queue (SQLite: `BEGIN IMMEDIATE`;
-   PostgreSQL: its board lock taken with the BEGIN). In that transaction, in
-   this order:
-   a. read the clock once the lock is held (the injected clock, or the
-      engine's own, e.g. the server's `clock_timestamp()`): `now`, an aware
-      UTC datetime, so time moves in commit order;
-   b. run `sql.release_expired` with `now`: every run-out lease goes back
-      to pending (the schema logs one `lease_expired` event per task);
-   c. run `operation.statement` (when it is not None) with
-      `operation.params`, plus `now`, plus `expires` = `lease_end(now,
-      operation.lease)` when `operation.lease` is set, plus `token` =
-      `operation.token()` when that is set (called after `lease_end`, so a
-      lease that cannot end spends no token);
-   d. if it returned rows and `operation.then` is set, run `then` with
-      `{"sequence": <first row's sequence>}`; if it returned none and
-      `operation.explain` is set, run `explain` with `operation.params`;
-   e. call `operation.finish(statements, Outcome(...))` and COMMIT what it
-      returns. Any exception at all (a TaskError of the board, a driver
-      error, a KeyboardInterrupt) rolls the whole transaction back, releases
-      included, and leaves no transaction open and no lock held.
-   An engine may do a-d in one round trip (a server-side function per
-   `operation.name`, returning the statement's rows, then `then`'s, then
-   `explain`'s), as long as `finish` still runs before COMMIT: `finish`
-   refuses rows that break the board's rules (`graph_corrupted`), and that
-   must roll the claim back. `finish` runs further statements only in
-   `create_tasks` (`statement = None`) and `list_tasks` (`orphan_edges`).
-2. Raise `ConstraintViolated` (with the `Constraint` it broke) when a
-   statement is refused by a unique index or a check of the schema, so the
-   board can say why in its own words; everything else the engine turns
-   into a TaskError of its own (`store_unavailable`, `store_unreadable`).
-3. Give rows as `Row`s: a mapping from column name to a Python value, with
-   every column whose name ends in `at_utc` an aware UTC datetime (or None),
-   and the column `edges` (a task's dependencies, in position order) a list
-   of `Edge`s (rules.py).
-4. `read(statement, params)`: one read-only statement in a transaction of
-   its own: a consistent snapshot that takes no board lock.
-5. `data_version()`: a number that changes whenever another connection
-   commits to the board; `query_plan(statement)`: the engine's plan for a
-   statement, one line per step; `close()`.
-6. `sql`: a `BoardSql`, the engine's text of each statement. Parameters are
-   named; each engine writes them in its own style (`:now`, `%(now)s`).
+1. `_write(call, params) -> Outcome`: one board operation in ONE write
+   transaction, committed before it returns. The transaction holds the board
+   lock from its first statement to COMMIT, so the writes of every process and
+   host on the board form one queue. In it, in this order:
+   a. `now`: the clock, read once the lock is held (the injected clock, or the
+      engine's own), so time moves in commit order;
+   b. every lease that has run out at `now` goes back to pending (the schema
+      logs a `lease_expired` event for each);
+   c. the call's statement, with `params` and `now`; when `params` holds a
+      `lease` (a claim), with `expires` too, the end of a lease taken at `now`;
+   d. if the statement returned rows, `call.then` (with the first row's
+      `sequence`); if it returned none, `call.explain` (with the same params);
+   e. a task row it returned whose edges break the graph's rules is refused
+      (`graph_corrupted`) and nothing of the operation stays;
+   then COMMIT. The board reads the committed `Outcome`, and may still refuse
+   the request (task_blocked, claim_mismatch, ...): the releases of (b) stand.
+   On PostgreSQL the call is a server function that does (a)-(e) itself and
+   tags each row it returns with its part; it goes with its BEGIN and COMMIT
+   in one message.
+2. `_transaction(work)`: (a) and (b), then `work(statements, now)`, in one such
+   transaction, committed when `work` returns: for the operations that run
+   statements of their own (creating tasks, listing them).
+3. `_read(statement, params)`: one read-only statement in a snapshot of its
+   own, which takes no lock.
+
+Any exception at all in (1) or (2) (a refusal, a driver error, a Ctrl-C)
+rolls back whatever was not committed, and leaves no transaction open and no
+lock held. A statement that a constraint of the schema refuses becomes the
+TaskError `refused_write` names. Rows are `Row`s: every column whose name ends
+in `at_utc` an aware UTC datetime (or None), the column `edges` a list of
+`Edge`s (rules.py). Parameters are named; each engine writes them in its own
+style (`:now`, `%(now)s`).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, Generic, Protocol, TypeVar
+from datetime import datetime
+from typing import Any, Protocol
 
-T = TypeVar("T")
+from agent17.domain import ErrorCode, TaskError
 
 Row = Mapping[str, Any]
 """One result row: column name -> Python value (times aware UTC, `edges` a list of Edge)."""
 
 
 @dataclass(frozen=True, slots=True)
-class BoardSql:
-    """An engine's SQL, one statement per step of the board's operations.
+class Call:
+    """The SQL of one board operation run by `_write`: its statement and what follows it."""
 
-    Every statement that returns tasks returns the columns sequence, id,
-    subject, description, status, owner, unmet_dependencies, claim_token,
-    lease_expires_at_utc and edges.
+    statement: str
+    then: str | None = None  # after rows: the dependents a completion released
+    explain: str | None = None  # after none: the task as it is, for the refusal
+
+
+@dataclass(frozen=True, slots=True)
+class BoardSql:
+    """An engine's SQL for each operation of the board.
+
+    Every row of a task carries the columns sequence, id, subject, description,
+    status, owner, unmet_dependencies, claim_token, lease_expires_at_utc, edges.
     """
 
-    release_expired: str  # now: run-out leases back to pending
-    task: str  # task_id: one task, or no row
+    task: Call  # task_id: one task, or no row
+    claim_next: Call  # owner, token, lease: take the first ready task
+    claim_task: Call  # task_id, owner, token, lease: take that task if it is ready
+    # task_id, owner, token: complete a task held with that token (then: its dependents,
+    # one unmet dependency fewer); explained: the task (status, owner, sequence) beside
+    # the claim the token was issued for (issued_task_sequence, issued_owner,
+    # issued_lease_expires_at_utc)
+    complete: Call
+    held: Call  # task_id, owner, token: the task if held with that token, explained if not
     tasks: str  # every task in creation order
     orphan_edges: str  # sequence: a task that has dependency rows but no row of its own
-    claim_next: str  # owner, token, now, expires: take the first ready task
-    claim_task: str  # task_id, owner, token, now, expires: take that task if ready
-    complete: str  # task_id, owner, token, now: complete a task held with that token
-    held: str  # task_id, owner, token, now: the task if held with that token
-    release_dependents: str  # sequence: one unmet dependency fewer for each dependent
-    # task_id, token: the task (status, owner, sequence) beside the claim the token
-    # was issued for (issued_task_sequence, issued_owner, issued_lease_expires_at_utc)
-    refusal: str
     find_tasks: str  # ids (a list): sequence, id, status of those that exist
     insert_task: str  # task_id, subject, description, now, unmet: returns sequence
-    insert_edge: str  # task_sequence, dependency_sequence, position
+    insert_edge: str  # task, dependency, position
     events: str  # after: sequence, kind, task_id, at_utc, owner, claim_token, lease_...
     issued_tokens: str  # claim_token of every claimed event, in issue order
     next_lease_expiry: str  # lease_expires_at_utc: the first lease now held, or NULL
@@ -95,7 +92,7 @@ class BoardSql:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What an operation's statements returned, and the `now` they ran at."""
+    """What a committed call returned, and the `now` it ran at."""
 
     now: datetime
     rows: Sequence[Row]  # the statement's
@@ -104,7 +101,7 @@ class Outcome:
 
 
 class Statements(Protocol):
-    """The open write transaction, for `finish` (only `create_tasks` uses it)."""
+    """The open write transaction, for the work of `_transaction`."""
 
     def rows(self, statement: str, params: Mapping[str, object]) -> list[Row]:
         """Run one statement of `BoardSql`; its rows, adapted."""
@@ -113,20 +110,6 @@ class Statements(Protocol):
     def many(self, statement: str, params: Sequence[Mapping[str, object]]) -> None:
         """Run one statement once for each set of parameters."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class Operation(Generic[T]):
-    """One board write, as data: the engine runs it in one transaction (see the module)."""
-
-    name: str  # the board method it serves (an engine's server function may share it)
-    statement: str | None  # one statement of the engine's BoardSql, or None
-    params: Mapping[str, object]
-    finish: Callable[[Statements, Outcome], T]  # reads the rows; a TaskError rolls back all
-    lease: timedelta | None = None  # set: bind `expires`, the end of a lease taken at `now`
-    token: Callable[[], str] | None = None  # set: bind `token`, a new claim token
-    then: str | None = None
-    explain: str | None = None
 
 
 class Constraint(enum.Enum):
@@ -138,39 +121,19 @@ class Constraint(enum.Enum):
     OTHER = "other"  # any other: the rows were not written by a store
 
 
-class ConstraintViolated(Exception):
-    """A statement broke a constraint of the schema; the transaction is rolled back."""
-
-    def __init__(self, constraint: Constraint, detail: str) -> None:
-        super().__init__(detail)
-        self.constraint = constraint
-        self.detail = detail
-
-
-class BoardEngine(Protocol):
-    """The engine under a TaskBoard (see the module for what each part must do)."""
-
-    @property
-    def sql(self) -> BoardSql:
-        """The engine's text of each statement."""
-        ...
-
-    def write(self, operation: Operation[T]) -> T:
-        """Run `operation` in one write transaction that holds the board lock."""
-        ...
-
-    def read(self, statement: str, params: Mapping[str, object]) -> list[Row]:
-        """One read-only statement in a snapshot of its own."""
-        ...
-
-    def data_version(self) -> int:
-        """Changes whenever another connection commits to the board."""
-        ...
-
-    def query_plan(self, statement: str) -> list[str]:
-        """The engine's plan for `statement`, one line per step (nothing is run)."""
-        ...
-
-    def close(self) -> None:
-        """Close the connection; the board stays."""
-        ...
+def refused_write(constraint: Constraint, detail: str) -> TaskError:
+    """What a write that broke `constraint` is refused as (its transaction is rolled back)."""
+    if constraint is Constraint.CLAIM_TOKEN_REUSED:
+        return TaskError(ErrorCode.CLAIM_TOKEN_COLLISION, "the claim token was issued before")
+    if constraint is Constraint.TASK_ID_TAKEN:
+        return TaskError(ErrorCode.INVALID_TASK_INPUT, "a task with that id already exists")
+    if constraint is Constraint.UNMET_BELOW_ZERO:
+        return TaskError(
+            ErrorCode.GRAPH_CORRUPTED,
+            "the completion would push a dependent's unmet count below zero",
+        )
+    # Every constraint the board can meet is named above; any other refusing one of its
+    # own writes means rows no store wrote.
+    return TaskError(
+        ErrorCode.STORE_UNREADABLE, f"the board refused a write ({detail}); nothing was changed"
+    )

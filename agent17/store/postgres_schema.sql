@@ -1,7 +1,7 @@
--- agent17 task board on PostgreSQL, schema version 2 (version 1 boards had no
--- server-side operations and are refused by the version check). Run whole, in one transaction,
--- with search_path set to the board's own schema (names here are unqualified, so the
--- same file also builds the throwaway reference the open check compares against).
+-- agent17 task board on PostgreSQL (its version is the task_metadata row below). Run
+-- whole, in one transaction, with search_path set to the board's own schema (names here
+-- are unqualified, so the same file also builds the throwaway reference the open check
+-- compares against).
 -- The rules are the SQLite board's (schema.sql), kept by the database itself so that
 -- no caller and no hand-written UPDATE can store a half claim, a dangling or newer
 -- dependency, a skipped step of the lifecycle, a reused claim token, or a transition

@@ -7,6 +7,7 @@ the PostgreSQL store; they live here once, as plain functions of values.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -133,10 +134,12 @@ class ClaimTokens:
     def __init__(self, factory: IdFactory | None) -> None:
         self._factory: IdFactory = factory or random_uuid
         self._spare: str | None = None
+        self._lock = threading.Lock()  # threads sharing one store never draw one token twice
 
     def draw(self) -> str:
         """The token for the claim about to be made."""
-        token, self._spare = self._spare or self._factory(), None
+        with self._lock:
+            token, self._spare = self._spare or self._factory(), None
         if not is_canonical_uuid(token):
             raise ValueError(f"new_claim_token returned a non-canonical UUID: {token!r}")
         return token

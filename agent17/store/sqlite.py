@@ -1,10 +1,11 @@
 """SqliteTaskStore: the leased task board on one SQLite file, safe across processes.
 
-The board's operations are TaskBoard's (board.py); this module is the SQLite
-engine under them: its SQL, its transaction (`BEGIN IMMEDIATE`, which asks
-for SQLite's write lock before the first read, so whoever comes second waits
-and then reads a board that already shows the first claim), its clock and
-its row adapter. Opening and guarding the file is `StateDatabase`'s.
+The board's operations are TaskBoard's (board.py); this module runs them on
+SQLite (engine.py says how, the same for both engines): the SQL of each, the
+one transaction helper of agent17's SQLite state files, and the board's
+write: `BEGIN IMMEDIATE`, which asks for SQLite's write lock before the first
+read, so whoever comes second waits and then reads a board that already
+shows the first claim. Opening and guarding the file is `StateFile`'s.
 """
 
 from __future__ import annotations
@@ -19,18 +20,21 @@ from typing import Any, Final, TypeVar
 
 from agent17.domain import Clock, IdFactory, TaskError, check_lease_seconds, require_utc, utc_now
 from agent17.store.board import TaskBoard
-from agent17.store.database import StateDatabase
 from agent17.store.engine import (
     BoardSql,
+    Call,
     Constraint,
-    ConstraintViolated,
-    Operation,
     Outcome,
     Row,
+    Statements,
+    refused_write,
 )
 from agent17.store.paths import TASK_DB_NAME
-from agent17.store.rules import Edge, lease_end, unreadable
+from agent17.store.rules import Edge, check_edges, lease_end, unreadable
 from agent17.store.schema_file import Schema
+from agent17.store.state_file import StateFile
+
+T = TypeVar("T")
 
 BOARD_SCHEMA: Final = Schema(
     package="agent17.store",
@@ -62,6 +66,27 @@ UPDATE tasks
 RETURNING {_COLUMNS}
 """
 
+
+def transaction(
+    connection: sqlite3.Connection, work: Callable[[sqlite3.Connection], T], begin: str
+) -> T:
+    """BEGIN, the work, COMMIT; on any exception at all, ROLLBACK and raise it again.
+
+    The one transaction of every SQLite state file (the board, the mailbox, the
+    ledger), run through `StateFile.guarded`. Writes BEGIN IMMEDIATE, which takes
+    the write lock before the first read; reads BEGIN a snapshot that takes none.
+    """
+    try:  # BEGIN inside the try: an interrupt right after it still rolls back
+        connection.execute(begin)
+        result = work(connection)
+        connection.execute("COMMIT")
+        return result
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
 # The completion: only the owner, with the current token, of a task in progress.
 # (The lease was checked a moment earlier: an expired one was already released.)
 COMPLETE_SQL: Final = f"""
@@ -80,33 +105,43 @@ UPDATE tasks SET status = 'pending', owner = NULL, claim_token = NULL,
  WHERE status = 'in_progress' AND unmet_dependencies = 0 AND lease_expires_at_utc <= :now
 """
 
+_TASK_SQL: Final = f"SELECT {_COLUMNS} FROM tasks WHERE id = :task_id"
+_REFUSAL_SQL: Final = """
+SELECT t.sequence, t.status, t.owner, e.task_sequence AS issued_task_sequence,
+       e.owner AS issued_owner, e.lease_expires_at_utc AS issued_lease_expires_at_utc
+  FROM tasks AS t LEFT JOIN task_events AS e ON e.kind = 'claimed' AND e.claim_token = :token
+ WHERE t.id = :task_id"""
+
 SQLITE_SQL: Final = BoardSql(
-    release_expired=RELEASE_EXPIRED_SQL,
-    task=f"SELECT {_COLUMNS} FROM tasks WHERE id = :task_id",
-    tasks=f"SELECT {_COLUMNS} FROM tasks ORDER BY sequence",
-    orphan_edges="SELECT DISTINCT task_sequence AS sequence FROM task_dependencies"
-    " WHERE task_sequence NOT IN (SELECT sequence FROM tasks)",
-    claim_next=CLAIM_NEXT_SQL,
-    claim_task=f"""
+    task=Call(_TASK_SQL),
+    claim_next=Call(CLAIM_NEXT_SQL),
+    claim_task=Call(
+        f"""
 UPDATE tasks
    SET status = 'in_progress', owner = :owner, claim_token = :token,
        changed_at_utc = :now, lease_expires_at_utc = :expires
  WHERE id = :task_id AND status = 'pending' AND unmet_dependencies = 0
 RETURNING {_COLUMNS}""",
-    complete=COMPLETE_SQL,
-    held=f"""
-SELECT {_COLUMNS} FROM tasks
- WHERE id = :task_id AND status = 'in_progress' AND owner = :owner AND claim_token = :token""",
-    release_dependents=f"""
+        explain=_TASK_SQL,
+    ),
+    complete=Call(
+        COMPLETE_SQL,
+        then=f"""
 UPDATE tasks SET unmet_dependencies = unmet_dependencies - 1
  WHERE sequence IN (SELECT task_sequence FROM task_dependencies
                      WHERE dependency_sequence = :sequence)
 RETURNING {_COLUMNS}""",
-    refusal="""
-SELECT t.sequence, t.status, t.owner, e.task_sequence AS issued_task_sequence,
-       e.owner AS issued_owner, e.lease_expires_at_utc AS issued_lease_expires_at_utc
-  FROM tasks AS t LEFT JOIN task_events AS e ON e.kind = 'claimed' AND e.claim_token = :token
- WHERE t.id = :task_id""",
+        explain=_REFUSAL_SQL,
+    ),
+    held=Call(
+        f"""
+SELECT {_COLUMNS} FROM tasks
+ WHERE id = :task_id AND status = 'in_progress' AND owner = :owner AND claim_token = :token""",
+        explain=_REFUSAL_SQL,
+    ),
+    tasks=f"SELECT {_COLUMNS} FROM tasks ORDER BY sequence",
+    orphan_edges="SELECT DISTINCT task_sequence AS sequence FROM task_dependencies"
+    " WHERE task_sequence NOT IN (SELECT sequence FROM tasks)",
     # json_each: one bound parameter for any number of ids (no variable limit).
     find_tasks="SELECT sequence, id, status FROM tasks"
     " WHERE id IN (SELECT value FROM json_each(:ids))",
@@ -131,8 +166,97 @@ _CONSTRAINTS: Final = (
     ("unmet_dependencies >= 0", Constraint.UNMET_BELOW_ZERO),
 )
 
+
+class SqliteTaskStore(TaskBoard):
+    """The chapter's leased task board in `<workspace>/.agent_tutorial/tasks.sqlite3`."""
+
+    def __init__(
+        self,
+        workspace: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        new_task_id: IdFactory | None = None,
+        new_claim_token: IdFactory | None = None,
+        lease_seconds: float = 300.0,
+    ) -> None:
+        lease = timedelta(seconds=check_lease_seconds(lease_seconds))  # before opening a file
+        self._clock: Clock = clock if clock is not None else utc_now
+        self._file = StateFile(workspace, TASK_DB_NAME, BOARD_SCHEMA, TaskError)
+        self.path: Path = self._file.path
+        self.workspace: Path = self._file.workspace
+        super().__init__(
+            SQLITE_SQL, lease=lease, new_task_id=new_task_id, new_claim_token=new_claim_token
+        )
+
+    def _write(self, call: Call, params: Mapping[str, object]) -> Outcome:
+        """One BEGIN IMMEDIATE transaction: the clock, run-out leases, the call, COMMIT."""
+
+        def run(connection: sqlite3.Connection) -> Outcome:
+            now = self._open(connection)
+            bound = {**params, "now": db_time(now)}
+            lease = bound.pop("lease", None)
+            if isinstance(lease, timedelta):
+                bound["expires"] = db_time(lease_end(now, lease))
+            rows = _execute(connection, call.statement, bound)
+            then: list[Row] = []
+            explained: list[Row] = []
+            if rows and call.then is not None:
+                then = _execute(connection, call.then, {"sequence": rows[0]["sequence"]})
+            elif not rows and call.explain is not None:
+                explained = _execute(connection, call.explain, bound)
+            for row in (*rows, *then):  # a broken graph is refused before it commits
+                check_edges(row["sequence"], row["id"], row["unmet_dependencies"], row["edges"])
+            return Outcome(now, rows, then, explained)
+
+        return self._file.guarded(transaction, run, "BEGIN IMMEDIATE")
+
+    def _transaction(self, work: Callable[[Statements, datetime], T]) -> T:
+        """One BEGIN IMMEDIATE transaction: the clock, run-out leases, `work`, COMMIT."""
+
+        def run(connection: sqlite3.Connection) -> T:
+            return work(_Statements(connection), self._open(connection))
+
+        return self._file.guarded(transaction, run, "BEGIN IMMEDIATE")
+
+    def _open(self, connection: sqlite3.Connection) -> datetime:
+        # The clock is read once we hold the write lock, so time moves in commit order.
+        now = require_utc(self._clock())
+        connection.execute(RELEASE_EXPIRED_SQL, {"now": db_time(now)})
+        return now
+
+    def _read(self, statement: str, params: Mapping[str, object]) -> list[Row]:
+        """One read-only statement in a read transaction (a consistent snapshot, no lock)."""
+        return self._file.guarded(
+            transaction, lambda connection: _execute(connection, statement, params), "BEGIN"
+        )
+
+    def data_version(self) -> int:
+        """Changes whenever another connection (another process) commits to the file."""
+        return self._file.data_version()
+
+    def explain_claim_next(self) -> list[str]:
+        """SQLite's query plan for the claim statement, one line per step."""
+        dummy = dict.fromkeys(("owner", "token", "now", "expires"), "x")
+        rows = self._file.guarded(
+            transaction,
+            lambda connection: connection.execute(
+                f"EXPLAIN QUERY PLAN {CLAIM_NEXT_SQL}", dummy
+            ).fetchall(),
+            "BEGIN",
+        )
+        return [str(row[3]) for row in rows]
+
+    @property
+    def total_changes(self) -> int:
+        """Rows this store instance has changed since it opened (proves "zero writes")."""
+        return self._file.total_changes
+
+    def close(self) -> None:
+        """Close the connection; the file stays for the next store."""
+        self._file.close()
+
+
 _DB_TIME_LENGTH: Final = len("2026-01-01T09:00:00.000000")
-T = TypeVar("T")
 
 
 def db_time(moment: datetime) -> str:
@@ -183,6 +307,16 @@ def _adapted(statement: str, cursor: sqlite3.Cursor) -> list[Row]:
     ]
 
 
+def _execute(
+    connection: sqlite3.Connection, statement: str, params: Mapping[str, Any]
+) -> list[Row]:
+    try:
+        return _adapted(statement, connection.execute(statement, params))
+    except sqlite3.IntegrityError as error:
+        broken = next((rule for text, rule in _CONSTRAINTS if text in str(error)), Constraint.OTHER)
+        raise refused_write(broken, str(error)) from None
+
+
 def _bound(params: Mapping[str, object]) -> dict[str, object]:
     return {
         name: db_time(value)
@@ -192,16 +326,6 @@ def _bound(params: Mapping[str, object]) -> dict[str, object]:
         else value
         for name, value in params.items()
     }
-
-
-def _execute(
-    connection: sqlite3.Connection, statement: str, params: Mapping[str, Any]
-) -> list[Row]:
-    try:
-        return _adapted(statement, connection.execute(statement, params))
-    except sqlite3.IntegrityError as error:
-        broken = next((rule for text, rule in _CONSTRAINTS if text in str(error)), Constraint.OTHER)
-        raise ConstraintViolated(broken, str(error)) from None
 
 
 class _Statements:
@@ -215,95 +339,4 @@ class _Statements:
         try:
             self._connection.executemany(statement, [_bound(each) for each in params])
         except sqlite3.IntegrityError as error:
-            raise ConstraintViolated(Constraint.OTHER, str(error)) from None
-
-
-class SqliteEngine:
-    """The board's engine on `<workspace>/.agent_tutorial/tasks.sqlite3`."""
-
-    sql: Final = SQLITE_SQL
-
-    def __init__(self, workspace: str | os.PathLike[str], clock: Clock | None) -> None:
-        self._clock: Clock = clock if clock is not None else utc_now
-        self._db = StateDatabase(workspace, TASK_DB_NAME, BOARD_SCHEMA, TaskError)
-        self.path: Path = self._db.path
-        self.workspace: Path = self._db.workspace
-
-    def write(self, operation: Operation[T]) -> T:
-        """One BEGIN IMMEDIATE transaction: clock, release of run-out leases, the statement."""
-        return self._db.transaction(lambda connection: self._run(connection, operation))
-
-    def _run(self, connection: sqlite3.Connection, operation: Operation[T]) -> T:
-        # The clock is read once we hold the write lock, so time moves in commit order.
-        now = require_utc(self._clock())
-        stamp = db_time(now)
-        connection.execute(RELEASE_EXPIRED_SQL, {"now": stamp})
-        outcome = Outcome(now, ())
-        if operation.statement is not None:
-            params = {**operation.params, "now": stamp}
-            if operation.lease is not None:
-                params["expires"] = db_time(lease_end(now, operation.lease))
-            if operation.token is not None:
-                params["token"] = operation.token()
-            rows = _execute(connection, operation.statement, params)
-            then: list[Row] = []
-            explained: list[Row] = []
-            if rows and operation.then is not None:
-                then = _execute(connection, operation.then, {"sequence": rows[0]["sequence"]})
-            elif not rows and operation.explain is not None:
-                explained = _execute(connection, operation.explain, params)
-            outcome = Outcome(now, rows, then, explained)
-        return operation.finish(_Statements(connection), outcome)
-
-    def read(self, statement: str, params: Mapping[str, object]) -> list[Row]:
-        """One read-only statement in a read transaction (a consistent snapshot, no lock)."""
-        return self._db.snapshot(lambda connection: _execute(connection, statement, params))
-
-    def data_version(self) -> int:
-        """Changes whenever another connection (another process) commits to the file."""
-        return self._db.data_version()
-
-    def query_plan(self, statement: str) -> list[str]:
-        """SQLite's query plan for `statement`, one line per step."""
-        dummy = dict.fromkeys(("owner", "token", "now", "expires", "task_id", "sequence"), "x")
-        rows = self._db.snapshot(
-            lambda connection: connection.execute(
-                f"EXPLAIN QUERY PLAN {statement}", dummy
-            ).fetchall()
-        )
-        return [str(row[3]) for row in rows]
-
-    @property
-    def total_changes(self) -> int:
-        """Rows this connection has changed since it opened."""
-        return self._db.total_changes
-
-    def close(self) -> None:
-        """Close the connection; the file stays for the next store."""
-        self._db.close()
-
-
-class SqliteTaskStore(TaskBoard):
-    """The chapter's leased task board in `<workspace>/.agent_tutorial/tasks.sqlite3`."""
-
-    def __init__(
-        self,
-        workspace: str | os.PathLike[str],
-        *,
-        clock: Clock | None = None,
-        new_task_id: IdFactory | None = None,
-        new_claim_token: IdFactory | None = None,
-        lease_seconds: float = 300.0,
-    ) -> None:
-        lease = timedelta(seconds=check_lease_seconds(lease_seconds))  # before opening a file
-        self._sqlite = SqliteEngine(workspace, clock)
-        super().__init__(
-            self._sqlite, lease=lease, new_task_id=new_task_id, new_claim_token=new_claim_token
-        )
-        self.path: Path = self._sqlite.path
-        self.workspace: Path = self._sqlite.workspace
-
-    @property
-    def total_changes(self) -> int:
-        """Rows this store instance has changed since it opened (proves "zero writes")."""
-        return self._sqlite.total_changes
+            raise refused_write(Constraint.OTHER, str(error)) from None

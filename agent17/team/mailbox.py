@@ -34,10 +34,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Protocol, TypeVar, cast
 
-from agent17.domain import text_problem
-from agent17.store.database import StateDatabase
+from agent17.domain import ErrorCode, text_problem
 from agent17.store.schema_file import Schema
-from agent17.store.state_file import ExclusiveHold
+from agent17.store.sqlite import transaction
+from agent17.store.state_file import ExclusiveHold, StateFile
 from agent17.team.envelopes import (
     DamagedMessage,
     Envelope,
@@ -380,18 +380,18 @@ class Mailbox(TeamMailbox):
     def __init__(
         self, workspace: str | os.PathLike[str], *, wakeups: WakeRegistry | None = None
     ) -> None:
-        self._db = StateDatabase(workspace, MAILBOX_DB_NAME, TEAM_SCHEMA, MailboxError)
-        self.path: Path = self._db.path
-        self.workspace: Path = self._db.workspace
+        self._file = StateFile(workspace, MAILBOX_DB_NAME, TEAM_SCHEMA, MailboxError)
+        self.path: Path = self._file.path
+        self.workspace: Path = self._file.workspace
         self.where = str(self.path)
         self.wakeups: WakeRegistry = wakeups if wakeups is not None else WakeRegistry()
 
     def _write(self, operation: Callable[[SqlRunner], T]) -> T:
-        return self._db.transaction(operation)
+        return self._file.guarded(transaction, operation, "BEGIN IMMEDIATE")
 
     def snapshot(self, operation: Callable[[SqlRunner], T]) -> T:
         """Run read-only `operation` on one consistent snapshot of the file."""
-        return self._db.snapshot(operation)
+        return self._file.guarded(transaction, operation, "BEGIN")
 
     def _read_rows(
         self, connection: SqlRunner, sql: str, parameters: tuple[object, ...]
@@ -409,11 +409,11 @@ class Mailbox(TeamMailbox):
 
     def data_version(self) -> int:
         """Changes whenever another connection (another process) commits to the mailbox."""
-        return self._db.data_version()
+        return self._file.data_version()
 
     def hold_exclusive(self, key: str) -> ExclusiveHold:
-        """Hold the lock file `key` while this process lives (see StateDatabase)."""
-        return self._db.hold_exclusive(key)
+        """Hold the lock file `key` while this process lives (see StateFile)."""
+        return self._file.hold_exclusive(key)
 
     def hold_member(self, name: str) -> NameHold:
         """Hold `teammate-<name>.lock` beside the mailbox while this worker lives."""
@@ -424,14 +424,14 @@ class Mailbox(TeamMailbox):
         try:
             self.hold_exclusive(f"teammate-{name}").release()
         except MailboxError as error:
-            if error.code == "already_held":
+            if error.code == ErrorCode.ALREADY_HELD:
                 return True
             raise
         return False
 
     def close(self) -> None:
         """Close the connection (the file and its messages stay)."""
-        self._db.close()
+        self._file.close()
 
     def __enter__(self) -> Mailbox:
         return self

@@ -9,7 +9,7 @@ Whether a worker is alive right now cannot be a row: a process killed with
 `kill -9` never gets to update it. So a worker holds a lock while it runs, one
 that its engine drops when the process ends, however it ends: with SQLite a
 lock file beside the mailbox (`teammate-<name>.lock`, see
-`StateDatabase.hold_exclusive`), which the kernel drops; with PostgreSQL a
+`StateFile.hold_exclusive`), which the kernel drops; with PostgreSQL a
 session-level advisory lock on a connection of the worker's own, which the
 server drops when that session ends (team/pg_mailbox.py). A second worker with
 the same name is refused while the first lives: duplicate names are how real
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from agent17.domain import Refusal
+from agent17.domain import ErrorCode, Refusal
 from agent17.team.mailbox import MailboxError, NameHold, TeamMailbox
 
 TEAMMATE_NAME: Final = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
@@ -119,7 +119,7 @@ class TeamRegistry:
         try:
             hold = self.mailbox.hold_member(name)
         except MailboxError as error:
-            if error.code != "already_held":
+            if error.code != ErrorCode.ALREADY_HELD:
                 raise
             raise TeamError(
                 TeamCode.TEAMMATE_RUNNING,

@@ -191,7 +191,7 @@ class Teammate:
         self.name = name
         self.agent = agent
         self.protocol = protocol
-        self.work_stealing = work_stealing
+        self.board = work_stealing.store
         self._closed = False
         self._lock = threading.Lock()
         self._unreported: deque[DeadLetter] = deque()
@@ -250,26 +250,17 @@ class Teammate:
         with self._lock:
             if self._closed:
                 return self._outcome(TickKind.CLOSED)
-            if self._unreported:
-                return self._outcome(TickKind.DEAD_LETTERED, letter=self._unreported.popleft())
-            try:
-                envelope = self.protocol.mailbox.claim(self.name)
-            except DamagedMessage:
-                letters = self.protocol.mailbox.transaction(self._set_aside)
-                if not letters:
-                    # Unreachable unless the row was repaired meanwhile: the sweep reads
-                    # every row a claim reads, by rules that refuse at least as much.
-                    raise
-                self._unreported.extend(letters[1:])
-                return self._outcome(TickKind.DEAD_LETTERED, letter=letters[0])
-            if envelope is not None:
-                return self._handle(envelope)
+            mail = self._next_message()
+            if isinstance(mail, DeadLetter):
+                return self._outcome(TickKind.DEAD_LETTERED, letter=mail)
+            if mail is not None:
+                return self._handle(mail)
             # The gate comes before the board: a blocked teammate must not write to it at all.
             if not self.protocol.plan_allows_effectful(self.name):
                 return self._outcome(
                     TickKind.PLAN_BLOCKED, detail="latest plan is pending or rejected"
                 )
-            claim = self.work_stealing.claim_service.claim_next(self.name)
+            claim = self.board.claim_next(self.name)
             if claim is None:
                 return self._outcome(TickKind.IDLE)
             reply = self.agent.run(
@@ -277,6 +268,21 @@ class Teammate:
             )
             self._report(reply.final_text)
             return self._outcome(TickKind.CLAIMED, claim=claim, final_text=reply.final_text)
+
+    def _next_message(self) -> Envelope | DeadLetter | None:
+        """The oldest message; a damaged one is set aside unread, and reported instead."""
+        if self._unreported:
+            return self._unreported.popleft()
+        try:
+            return self.protocol.mailbox.claim(self.name)
+        except DamagedMessage:
+            letters = self.protocol.mailbox.transaction(self._set_aside)
+            if not letters:
+                # Unreachable unless the row was repaired meanwhile: the sweep reads
+                # every row a claim reads, by rules that refuse at least as much.
+                raise
+            self._unreported.extend(letters[1:])
+            return letters[0]
 
     def _handle(self, envelope: Envelope) -> TickOutcome:
         routed = self.protocol.route(envelope)

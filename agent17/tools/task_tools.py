@@ -13,7 +13,7 @@ from pydantic import Field
 from agent17.claims import DirectTaskClaimService, ToolContext, WorkStealingRuntime
 from agent17.inputs import RequiredText, StrictInput, Text
 from agent17.inputs import Uuid as TaskId
-from agent17.store.contract import TaskStore
+from agent17.store.board import TaskBoard
 from agent17.tools.base import AnyTool, ToolDefinition, ToolRegistry
 from agent17.wire import claim_payload, task_payload
 
@@ -52,7 +52,7 @@ class CompleteTaskInput(StrictInput):
 
 
 def leased_task_tool_definitions(
-    store: TaskStore, claim_service: DirectTaskClaimService
+    store: TaskBoard, claim_service: DirectTaskClaimService
 ) -> tuple[AnyTool, AnyTool, AnyTool, AnyTool, AnyTool]:
     """The five task tools, in the order create, get, list, claim, complete."""
 

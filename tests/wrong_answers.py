@@ -1,6 +1,6 @@
 """The classic wrong answers a class writes, per exercise, each with the feedback it must get.
 
-    from agent17.exercises.wrong_answers import WRONG_ANSWERS
+    from wrong_answers import WRONG_ANSWERS
 
     for wrong in WRONG_ANSWERS["claim_one"]:
         print(wrong.label, check("claim_one", wrong.candidate))
@@ -22,10 +22,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from agent17.exercises import wrong_graphs as graphs
-from agent17.exercises import wrong_paths as paths
-from agent17.exercises import wrong_pure as pure
-from agent17.exercises.wrong_claims import RACE_RIGHT_ANSWERS, RACE_WRONG_ANSWERS
+import wrong_graphs as graphs
+import wrong_paths as paths
+import wrong_pure as pure
+from wrong_claims import RACE_RIGHT_ANSWERS, RACE_WRONG_ANSWERS
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from agent17.exercises import wrong_effects as effects
+import wrong_effects as effects
 
 # -- take_if_pending -------------------------------------------------------------------------
 
