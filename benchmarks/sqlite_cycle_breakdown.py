@@ -44,7 +44,15 @@ from pathlib import Path
 from typing import Any
 
 from agent17 import SqliteTaskStore
-from agent17.store.sqlite import SQLITE_SQL, db_time
+from agent17.store.sqlite import (
+    CLAIM_NEXT_SQL,
+    COMPLETE_SQL,
+    RELEASE_EXPIRED_SQL,
+    SQLITE_SQL,
+    db_time,
+)
+
+RELEASE_DEPENDENTS_SQL = SQLITE_SQL.complete.then
 
 LEASE_SECONDS = 3600.0
 
@@ -126,15 +134,15 @@ def sql_only_cycle(connection: sqlite3.Connection) -> None:
     moment = datetime.now(UTC)
     now, expires = db_time(moment), db_time(moment + timedelta(seconds=LEASE_SECONDS))
     connection.execute("BEGIN IMMEDIATE")
-    connection.execute(SQLITE_SQL.release_expired, {"now": now})
+    connection.execute(RELEASE_EXPIRED_SQL, {"now": now})
     claim = {"owner": "bench", "token": str(uuid.uuid4()), "now": now, "expires": expires}
-    (row,) = connection.execute(SQLITE_SQL.claim_next, claim).fetchall()
+    (row,) = connection.execute(CLAIM_NEXT_SQL, claim).fetchall()
     connection.execute("COMMIT")
     connection.execute("BEGIN IMMEDIATE")
-    connection.execute(SQLITE_SQL.release_expired, {"now": now})
+    connection.execute(RELEASE_EXPIRED_SQL, {"now": now})
     held = {"task_id": row["id"], "owner": "bench", "token": claim["token"], "now": now}
-    connection.execute(SQLITE_SQL.complete, held).fetchall()
-    connection.execute(SQLITE_SQL.release_dependents, {"sequence": row["sequence"]}).fetchall()
+    connection.execute(COMPLETE_SQL, held).fetchall()
+    connection.execute(RELEASE_DEPENDENTS_SQL, {"sequence": row["sequence"]}).fetchall()
     connection.execute("COMMIT")
 
 

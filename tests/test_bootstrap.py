@@ -104,7 +104,7 @@ def test_every_role_shares_the_one_store(tmp_path: Path) -> None:
         result = team.lead.run("build the board")
         assert result.stopped == "answered"
         alice = team.teammates.teammate("alice")
-        assert alice.work_stealing.store is team.store
+        assert alice.board is team.store
         outcome = alice.tick()
         assert outcome.kind is TickKind.CLAIMED
         assert team.store.get_task(outcome.claim.task.id).owner == "alice"  # type: ignore[union-attr]

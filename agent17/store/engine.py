@@ -34,7 +34,7 @@ both implement the same way:
 Any exception at all in (1) or (2) (a refusal, a driver error, a Ctrl-C)
 rolls back whatever was not committed, and leaves no transaction open and no
 lock held. A statement that a constraint of the schema refuses becomes the
-TaskError `refused_write` names. Rows are `Row`s: every column whose name ends
+TaskError `rules.refused_write` names. Rows are `Row`s: every column whose name ends
 in `at_utc` an aware UTC datetime (or None), the column `edges` a list of
 `Edge`s (rules.py). Parameters are named; each engine writes them in its own
 style (`:now`, `%(now)s`).
@@ -42,13 +42,10 @@ style (`:now`, `%(now)s`).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
-
-from agent17.domain import ErrorCode, TaskError
 
 Row = Mapping[str, Any]
 """One result row: column name -> Python value (times aware UTC, `edges` a list of Edge)."""
@@ -110,30 +107,3 @@ class Statements(Protocol):
     def many(self, statement: str, params: Sequence[Mapping[str, object]]) -> None:
         """Run one statement once for each set of parameters."""
         ...
-
-
-class Constraint(enum.Enum):
-    """Which rule of the schema refused a write."""
-
-    CLAIM_TOKEN_REUSED = "claim_token_reused"  # a claim token issued before
-    TASK_ID_TAKEN = "task_id_taken"  # a task id that exists already
-    UNMET_BELOW_ZERO = "unmet_below_zero"  # a dependent's unmet count would go negative
-    OTHER = "other"  # any other: the rows were not written by a store
-
-
-def refused_write(constraint: Constraint, detail: str) -> TaskError:
-    """What a write that broke `constraint` is refused as (its transaction is rolled back)."""
-    if constraint is Constraint.CLAIM_TOKEN_REUSED:
-        return TaskError(ErrorCode.CLAIM_TOKEN_COLLISION, "the claim token was issued before")
-    if constraint is Constraint.TASK_ID_TAKEN:
-        return TaskError(ErrorCode.INVALID_TASK_INPUT, "a task with that id already exists")
-    if constraint is Constraint.UNMET_BELOW_ZERO:
-        return TaskError(
-            ErrorCode.GRAPH_CORRUPTED,
-            "the completion would push a dependent's unmet count below zero",
-        )
-    # Every constraint the board can meet is named above; any other refusing one of its
-    # own writes means rows no store wrote.
-    return TaskError(
-        ErrorCode.STORE_UNREADABLE, f"the board refused a write ({detail}); nothing was changed"
-    )

@@ -7,6 +7,7 @@ the PostgreSQL store; they live here once, as plain functions of values.
 
 from __future__ import annotations
 
+import enum
 import threading
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -310,4 +311,31 @@ def completion_refusal(
     return TaskError(
         ErrorCode.CLAIM_MISMATCH,
         f"task {task_id} is not in_progress for {owner} with that claim token",
+    )
+
+
+class Constraint(enum.Enum):
+    """Which rule of the schema refused a write."""
+
+    CLAIM_TOKEN_REUSED = "claim_token_reused"  # a claim token issued before
+    TASK_ID_TAKEN = "task_id_taken"  # a task id that exists already
+    UNMET_BELOW_ZERO = "unmet_below_zero"  # a dependent's unmet count would go negative
+    OTHER = "other"  # any other: the rows were not written by a store
+
+
+def refused_write(constraint: Constraint, detail: str) -> TaskError:
+    """What a write that broke `constraint` is refused as (its transaction is rolled back)."""
+    if constraint is Constraint.CLAIM_TOKEN_REUSED:
+        return TaskError(ErrorCode.CLAIM_TOKEN_COLLISION, "the claim token was issued before")
+    if constraint is Constraint.TASK_ID_TAKEN:
+        return TaskError(ErrorCode.INVALID_TASK_INPUT, "a task with that id already exists")
+    if constraint is Constraint.UNMET_BELOW_ZERO:
+        return TaskError(
+            ErrorCode.GRAPH_CORRUPTED,
+            "the completion would push a dependent's unmet count below zero",
+        )
+    # Every constraint the board can meet is named above; any other refusing one of its
+    # own writes means rows no store wrote.
+    return TaskError(
+        ErrorCode.STORE_UNREADABLE, f"the board refused a write ({detail}); nothing was changed"
     )

@@ -20,17 +20,16 @@ from typing import Any, Final, TypeVar
 
 from agent17.domain import Clock, IdFactory, TaskError, check_lease_seconds, require_utc, utc_now
 from agent17.store.board import TaskBoard
-from agent17.store.engine import (
-    BoardSql,
-    Call,
-    Constraint,
-    Outcome,
-    Row,
-    Statements,
-    refused_write,
-)
+from agent17.store.engine import BoardSql, Call, Outcome, Row, Statements
 from agent17.store.paths import TASK_DB_NAME
-from agent17.store.rules import Edge, check_edges, lease_end, unreadable
+from agent17.store.rules import (
+    Constraint,
+    Edge,
+    check_edges,
+    lease_end,
+    refused_write,
+    unreadable,
+)
 from agent17.store.schema_file import Schema
 from agent17.store.state_file import StateFile
 
