@@ -7,12 +7,14 @@ waits for the lock, then reads a board that already shows the first claim.
 
 Each operation checks its input, hands its engine's SQL for it to `_write`
 (one committed transaction; engine.py says what both engines do in it) and
-turns the rows that come back into a Task, a claim, a completion or a
-refusal. The rules (input checks, edge checks, refusal reasons) are rules.py's.
+turns the rows that come back into a Task (their edges checked), a claim, a
+completion or a refusal. The input rules and refusal reasons are rules.py's.
 """
 
 from __future__ import annotations
 
+import threading
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -28,26 +30,24 @@ from agent17.domain import (
     TaskEvent,
     TaskStatus,
     is_canonical_uuid,
+    preview,
 )
-from agent17.store.engine import BoardSql, Call, Outcome, Row, Statements
+from agent17.store.engine import BoardSql, Call, Edge, Outcome, Row, Statements
 from agent17.store.rules import (
-    ClaimTokens,
     IssuedClaim,
     blocked,
-    check_edges,
     completion_refusal,
     corrupted,
     dependencies_not_found,
     invalid,
     not_claimable,
-    random_uuid,
     require_drafts,
     require_event_kind,
     require_event_sequence,
     require_owner,
     require_status,
     require_task_id,
-    stored_task,
+    unreadable,
 )
 
 T = TypeVar("T")
@@ -107,15 +107,15 @@ class TaskBoard(ABC):
 
     def _claim(self, row: Row, token: str) -> TaskClaim:
         # The count said ready; the edges agree (the engine refused the claim otherwise).
-        task = self._task(row, TaskStatus.IN_PROGRESS)
+        task = task_of(row, TaskStatus.IN_PROGRESS)
         return TaskClaim(task, token, row["lease_expires_at_utc"])
 
     def _claim_refusal(self, task_id: str, explained: Sequence[Row]) -> TaskError:
         if not explained:
             return TaskError(ErrorCode.TASK_NOT_FOUND, f"no task with id {task_id}")
         row = explained[0]
-        _, unfinished = self._edges(row)
-        task = self._task(row)
+        _, unfinished = check_edges(row)
+        task = task_of(row)
         if task.status is TaskStatus.PENDING and unfinished:
             return blocked(task.id, unfinished)
         # Not pending (or, under the board lock, impossible: ready yet not taken).
@@ -130,10 +130,10 @@ class TaskBoard(ABC):
             raise self._completion_refusal(outcome, task_id, owner)
         unblocked = []
         for dependent in sorted(outcome.then, key=lambda row: int(row["sequence"])):
-            _, unfinished = self._edges(dependent)
+            _, unfinished = check_edges(dependent)
             if not unfinished and dependent["status"] == TaskStatus.PENDING:
                 unblocked.append(str(dependent["id"]))
-        task = self._task(outcome.rows[0], TaskStatus.COMPLETED)
+        task = task_of(outcome.rows[0], TaskStatus.COMPLETED)
         return TaskCompletion(task, tuple(unblocked))
 
     def verify_claim(self, task_id: str, owner: str, claim_token: str) -> TaskClaim:
@@ -230,7 +230,7 @@ class TaskBoard(ABC):
         outcome = self._write(self._sql.task, {"task_id": task_id})
         if not outcome.rows:
             raise TaskError(ErrorCode.TASK_NOT_FOUND, f"no task with id {task_id}")
-        return self._task(outcome.rows[0])
+        return task_of(outcome.rows[0])
 
     def list_tasks(self) -> list[Task]:
         """Every task in creation order; the whole graph is checked on the way."""
@@ -238,21 +238,9 @@ class TaskBoard(ABC):
         def every(statements: Statements, now: datetime) -> list[Task]:
             for row in statements.rows(self._sql.orphan_edges, {}):
                 raise corrupted(f"a dependency row belongs to the missing task #{row['sequence']}")
-            return [self._task(row) for row in statements.rows(self._sql.tasks, {})]
+            return [task_of(row) for row in statements.rows(self._sql.tasks, {})]
 
         return self._transaction(every)
-
-    @staticmethod
-    def _edges(row: Row) -> tuple[tuple[str, ...], tuple[str, ...]]:
-        """A task row's dependency ids and the unfinished ones, every edge checked."""
-        return check_edges(row["sequence"], row["id"], row["unmet_dependencies"], row["edges"])
-
-    def _task(self, row: Row, status: TaskStatus | None = None) -> Task:
-        """A stored row as a Task, its edges checked (`status`: what the write just made it)."""
-        blocked_by, _ = self._edges(row)
-        status = status or require_status(row["status"], row["id"])
-        owner = row["owner"]
-        return stored_task(row["id"], row["subject"], row["description"], status, owner, blocked_by)
 
     # -- what the board has recorded (snapshots, no lock) --------------------------------
 
@@ -313,3 +301,87 @@ class TaskBoard(ABC):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+# -- tokens, and the rows an engine returns ------------------------------------------
+
+
+def random_uuid() -> str:
+    """A fresh random id: the default task id and claim token of both stores."""
+    return str(uuid.uuid4())
+
+
+class ClaimTokens:
+    """Where a store's claim tokens come from: its factory, each one checked.
+
+    A token drawn for a claim that took nothing (claim_next found no task, the
+    claim rolled back before it was issued) is given back and used by the next
+    claim, so an empty poll uses up no token (a counting generator stays gapless).
+    """
+
+    def __init__(self, factory: IdFactory | None) -> None:
+        self._factory: IdFactory = factory or random_uuid
+        self._spare: str | None = None
+        self._lock = threading.Lock()  # threads sharing one store never draw one token twice
+
+    def draw(self) -> str:
+        """The token for the claim about to be made."""
+        with self._lock:
+            token, self._spare = self._spare or self._factory(), None
+        if not is_canonical_uuid(token):
+            raise ValueError(f"new_claim_token returned a non-canonical UUID: {token!r}")
+        return token
+
+    def give_back(self, token: str) -> None:
+        """`token` was never issued: the next claim takes it."""
+        self._spare = token
+
+
+def task_of(row: Row, status: TaskStatus | None = None) -> Task:
+    """A task row as a Task, its edges checked (`status`: what the write just made it).
+
+    A column edited by hand can hold a number or a blob where text belongs; such
+    a Task would only fail later, far from the file, so it is refused here.
+    """
+    task_id = row["id"]
+    if not isinstance(task_id, str):
+        raise unreadable(f"a task row has the id {preview(task_id)}")
+    blocked_by, _ = check_edges(row)
+    for column in ("subject", "description", "owner"):
+        value = row[column]
+        if not isinstance(value, str) and (value is not None or column != "owner"):
+            raise unreadable(f"task {task_id} has a {column} that is not text: {preview(value)}")
+    status = status or require_status(row["status"], task_id)
+    return Task(task_id, row["subject"], row["description"], status, row["owner"], blocked_by)
+
+
+def check_edges(row: Row) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A task row's dependency ids and the unfinished ones, every edge and the count checked.
+
+    The schema makes these impossible; a file edited behind the store's back
+    can still hold them, and a broken graph must never look like "blocked".
+    """
+    task_sequence, task_id, unmet = row["sequence"], row["id"], row["unmet_dependencies"]
+    ids: list[str] = []
+    unfinished: list[str] = []
+    edge: Edge
+    for edge in row["edges"]:
+        if edge.dependency_id is None:
+            raise corrupted(f"a dependency of task {task_id} points at a missing task")
+        if edge.dependency_sequence == task_sequence:
+            raise corrupted(f"task {task_id} depends on itself")
+        if edge.dependency_sequence > task_sequence:
+            raise corrupted(
+                f"task {task_id} depends on the newer task {edge.dependency_id}:"
+                " a dependency must be older, or cycles become possible"
+            )
+        ids.append(edge.dependency_id)
+        if edge.dependency_status != TaskStatus.COMPLETED:
+            unfinished.append(edge.dependency_id)
+    # The count is what claim_next trusts; an inflated one would hide a ready task forever.
+    if len(unfinished) != unmet:
+        raise corrupted(
+            f"task {task_id} records {unmet} unmet dependencies but its edges show"
+            f" {len(unfinished)}"
+        )
+    return tuple(ids), tuple(unfinished)

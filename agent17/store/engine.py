@@ -36,7 +36,7 @@ rolls back whatever was not committed, and leaves no transaction open and no
 lock held. A statement that a constraint of the schema refuses becomes the
 TaskError `rules.refused_write` names. Rows are `Row`s: every column whose name ends
 in `at_utc` an aware UTC datetime (or None), the column `edges` a list of
-`Edge`s (rules.py). Parameters are named; each engine writes them in its own
+`Edge`s. Parameters are named; each engine writes them in its own
 style (`:now`, `%(now)s`).
 """
 
@@ -107,3 +107,12 @@ class Statements(Protocol):
     def many(self, statement: str, params: Sequence[Mapping[str, object]]) -> None:
         """Run one statement once for each set of parameters."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """One stored dependency edge of a task, with what the board says about its target."""
+
+    dependency_sequence: int
+    dependency_id: str | None  # None: the target row is missing
+    dependency_status: str | None

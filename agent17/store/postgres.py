@@ -44,11 +44,11 @@ from agent17.domain import (
     require_utc,
 )
 from agent17.store.board import TaskBoard
-from agent17.store.engine import BoardSql, Call, Outcome, Row, Statements
+from agent17.store.engine import BoardSql, Call, Edge, Outcome, Row, Statements
 from agent17.store.pg_connection import STORE_UNAVAILABLE, PgDatabase
 from agent17.store.pg_schema import PgSchema
 from agent17.store.pg_transaction import ConstraintViolation, OutcomeUnknown, PgTransaction
-from agent17.store.rules import Constraint, Edge, corrupted, lease_end, refused_write
+from agent17.store.rules import Constraint, corrupted, lease_end, refused_write
 
 T = TypeVar("T")
 

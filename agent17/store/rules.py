@@ -8,8 +8,6 @@ the PostgreSQL store; they live here once, as plain functions of values.
 from __future__ import annotations
 
 import enum
-import threading
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -18,7 +16,6 @@ from typing import Final
 from agent17.domain import (
     ErrorCode,
     EventKind,
-    IdFactory,
     Task,
     TaskError,
     TaskStatus,
@@ -119,37 +116,6 @@ def require_event_sequence(value: object) -> int:
     return value
 
 
-def random_uuid() -> str:
-    """A fresh random id: the default task id and claim token of both stores."""
-    return str(uuid.uuid4())
-
-
-class ClaimTokens:
-    """Where a store's claim tokens come from: its factory, each one checked.
-
-    A token drawn for a claim that took nothing (claim_next found no task, the
-    claim rolled back before it was issued) is given back and used by the next
-    claim, so an empty poll uses up no token (a counting generator stays gapless).
-    """
-
-    def __init__(self, factory: IdFactory | None) -> None:
-        self._factory: IdFactory = factory or random_uuid
-        self._spare: str | None = None
-        self._lock = threading.Lock()  # threads sharing one store never draw one token twice
-
-    def draw(self) -> str:
-        """The token for the claim about to be made."""
-        with self._lock:
-            token, self._spare = self._spare or self._factory(), None
-        if not is_canonical_uuid(token):
-            raise ValueError(f"new_claim_token returned a non-canonical UUID: {token!r}")
-        return token
-
-    def give_back(self, token: str) -> None:
-        """`token` was never issued: the next claim takes it."""
-        self._spare = token
-
-
 def lease_end(now: datetime, lease: timedelta) -> datetime:
     """When a lease taken at `now` runs out; a clock reading too late for that is a clock bug."""
     try:
@@ -184,78 +150,6 @@ def require_event_kind(value: object, sequence: int) -> EventKind:
     if isinstance(value, str) and value in _EVENT_KINDS:
         return EventKind(value)
     raise unreadable(f"event {sequence} has the unknown kind {preview(value)}")
-
-
-def stored_task(
-    task_id: object,
-    subject: object,
-    description: object,
-    status: TaskStatus,
-    owner: object,
-    blocked_by: tuple[str, ...],
-) -> Task:
-    """A Task from stored values, refusing a value of a type no store writes.
-
-    A column edited by hand can hold a number or a blob where text belongs;
-    such a Task would only fail later, far from the file (in a tool's JSON, say).
-    """
-    if not isinstance(task_id, str):
-        raise unreadable(f"a task row has the id {preview(task_id)}")
-    return Task(
-        task_id,
-        _stored_text(subject, "subject", task_id),
-        _stored_text(description, "description", task_id),
-        status,
-        None if owner is None else _stored_text(owner, "owner", task_id),
-        blocked_by,
-    )
-
-
-def _stored_text(value: object, what: str, task_id: str) -> str:
-    if not isinstance(value, str):
-        raise unreadable(f"task {task_id} has a {what} that is not text: {preview(value)}")
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class Edge:
-    """One stored dependency edge of a task, with what the board says about its target."""
-
-    dependency_sequence: int
-    dependency_id: str | None  # None: the target row is missing
-    dependency_status: str | None
-
-
-def check_edges(
-    task_sequence: int, task_id: str, unmet: int, edges: Sequence[Edge]
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """A task's dependency ids and the unfinished ones, after checking every edge and the count.
-
-    The schema makes these impossible; a file edited behind the store's back
-    can still hold them, and a broken graph must never look like "blocked".
-    """
-    ids: list[str] = []
-    unfinished: list[str] = []
-    for edge in edges:
-        if edge.dependency_id is None:
-            raise corrupted(f"a dependency of task {task_id} points at a missing task")
-        if edge.dependency_sequence == task_sequence:
-            raise corrupted(f"task {task_id} depends on itself")
-        if edge.dependency_sequence > task_sequence:
-            raise corrupted(
-                f"task {task_id} depends on the newer task {edge.dependency_id}:"
-                " a dependency must be older, or cycles become possible"
-            )
-        ids.append(edge.dependency_id)
-        if edge.dependency_status != TaskStatus.COMPLETED:
-            unfinished.append(edge.dependency_id)
-    # The count is what claim_next trusts; an inflated one would hide a ready task forever.
-    if len(unfinished) != unmet:
-        raise corrupted(
-            f"task {task_id} records {unmet} unmet dependencies but its edges show"
-            f" {len(unfinished)}"
-        )
-    return tuple(ids), tuple(unfinished)
 
 
 def not_claimable(task: Task) -> TaskError:

@@ -19,13 +19,11 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from agent17.domain import Clock, IdFactory, TaskError, check_lease_seconds, require_utc, utc_now
-from agent17.store.board import TaskBoard
-from agent17.store.engine import BoardSql, Call, Outcome, Row, Statements
+from agent17.store.board import TaskBoard, check_edges
+from agent17.store.engine import BoardSql, Call, Edge, Outcome, Row, Statements
 from agent17.store.paths import TASK_DB_NAME
 from agent17.store.rules import (
     Constraint,
-    Edge,
-    check_edges,
     lease_end,
     refused_write,
     unreadable,
@@ -204,7 +202,7 @@ class SqliteTaskStore(TaskBoard):
             elif not rows and call.explain is not None:
                 explained = _execute(connection, call.explain, bound)
             for row in (*rows, *then):  # a broken graph is refused before it commits
-                check_edges(row["sequence"], row["id"], row["unmet_dependencies"], row["edges"])
+                check_edges(row)
             return Outcome(now, rows, then, explained)
 
         return self._file.guarded(transaction, run, "BEGIN IMMEDIATE")
