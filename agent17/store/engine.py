@@ -18,8 +18,9 @@ both implement the same way:
       `lease` (a claim), with `expires` too, the end of a lease taken at `now`;
    d. if the statement returned rows, `call.then` (with the first row's
       `sequence`); if it returned none, `call.explain` (with the same params);
-   e. a task row it returned whose edges break the graph's rules is refused
-      (`graph_corrupted`) and nothing of the operation stays;
+   e. a task row the call wrote (taken, completed, a dependent released)
+      whose edges break the graph's rules is refused (`graph_corrupted`), and
+      nothing of the operation stays;
    then COMMIT. The board reads the committed `Outcome`, and may still refuse
    the request (task_blocked, claim_mismatch, ...): the releases of (b) stand.
    On PostgreSQL the call is a server function that does (a)-(e) itself and
@@ -33,11 +34,13 @@ both implement the same way:
 
 Any exception at all in (1) or (2) (a refusal, a driver error, a Ctrl-C)
 rolls back whatever was not committed, and leaves no transaction open and no
-lock held. A statement that a constraint of the schema refuses becomes the
-TaskError `rules.refused_write` names. Rows are `Row`s: every column whose name ends
-in `at_utc` an aware UTC datetime (or None), the column `edges` a list of
-`Edge`s. Parameters are named; each engine writes them in its own
-style (`:now`, `%(now)s`).
+lock held. (A Ctrl-C that lands once the COMMIT is on its way may find the
+claim made: nobody holds it, and its lease runs out; PostgreSQL, where that
+moment is a round trip long, ends such a lease at once.) A statement that a
+constraint of the schema refuses becomes the TaskError `rules.refused_write`
+names. Rows are `Row`s: every column whose name ends in `at_utc` an aware UTC
+datetime (or None), the column `edges` a list of `Edge`s. Parameters are
+named; each engine writes them in its own style (`:now`, `%(now)s`).
 """
 
 from __future__ import annotations

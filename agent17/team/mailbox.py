@@ -31,8 +31,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final, Protocol, TypeVar, cast
+from typing import Any, Final, Protocol, Self, TypeVar, cast
 
 from agent17.domain import ErrorCode, text_problem
 from agent17.store.schema_file import Schema
@@ -344,15 +343,10 @@ class TeamMailbox(ABC):
         )
         return [_envelope(row) for row in rows]
 
-    def __enter__(self) -> TeamMailbox:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 
@@ -432,6 +426,3 @@ class Mailbox(TeamMailbox):
     def close(self) -> None:
         """Close the connection (the file and its messages stay)."""
         self._file.close()
-
-    def __enter__(self) -> Mailbox:
-        return self

@@ -193,6 +193,3 @@ class PostgresMailbox(TeamMailbox):
     def close(self) -> None:
         """Close the connection (the messages stay in the database)."""
         self._db.close()
-
-    def __enter__(self) -> PostgresMailbox:
-        return self

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from types import TracebackType
 
 from agent17.claims import WiringError, WorkStealingRuntime
 from agent17.domain import Refusal, TaskStatus, completed_ids, is_ready
@@ -377,10 +376,5 @@ class TeammateRuntime:
     def __enter__(self) -> TeammateRuntime:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
