@@ -189,8 +189,8 @@ class SqliteTaskStore(TaskBoard):
         """One BEGIN IMMEDIATE transaction: the clock, run-out leases, the call, COMMIT."""
 
         def run(connection: sqlite3.Connection) -> Outcome:
-            now = self._open(connection)
-            bound = {**params, "now": db_time(now)}
+            now, stamp = self._open(connection)
+            bound = {**params, "now": stamp}
             lease = bound.pop("lease", None)
             if isinstance(lease, timedelta):
                 bound["expires"] = db_time(lease_end(now, lease))
@@ -211,15 +211,16 @@ class SqliteTaskStore(TaskBoard):
         """One BEGIN IMMEDIATE transaction: the clock, run-out leases, `work`, COMMIT."""
 
         def run(connection: sqlite3.Connection) -> T:
-            return work(_Statements(connection), self._open(connection))
+            return work(_Statements(connection), self._open(connection)[0])
 
         return self._file.guarded(transaction, run, "BEGIN IMMEDIATE")
 
-    def _open(self, connection: sqlite3.Connection) -> datetime:
+    def _open(self, connection: sqlite3.Connection) -> tuple[datetime, str]:
         # The clock is read once we hold the write lock, so time moves in commit order.
         now = require_utc(self._clock())
-        connection.execute(RELEASE_EXPIRED_SQL, {"now": db_time(now)})
-        return now
+        stamp = db_time(now)
+        connection.execute(RELEASE_EXPIRED_SQL, {"now": stamp})
+        return now, stamp
 
     def _read(self, statement: str, params: Mapping[str, object]) -> list[Row]:
         """One read-only statement in a read transaction (a consistent snapshot, no lock)."""
