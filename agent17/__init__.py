@@ -5,7 +5,7 @@ The names of the public contract (CONTRACT.md), plus the few the notebooks use.
 
 from typing import TYPE_CHECKING, Any
 
-from agent17.own_secrets import hide_own_environment, started_as_the_agent17_command
+from agent17.armour.own_secrets import hide_own_environment, started_as_the_agent17_command
 
 # Before anything slow: the `agent17` command's keys and passwords are in its
 # /proc/<pid>/environ, which the user's other processes may read until this runs.
@@ -14,6 +14,7 @@ if started_as_the_agent17_command():
 
 # Then: in the browser edition this completes the kernel's empty fcntl module.
 import agent17.browser  # noqa: F401
+from agent17.armour.whole_import import import_whole
 from agent17.claims import DirectTaskClaimService, ToolContext, WorkStealingRuntime
 from agent17.domain import (
     ErrorCode,
@@ -27,7 +28,6 @@ from agent17.domain import (
     TaskStatus,
 )
 from agent17.store.sqlite import SqliteTaskStore
-from agent17.store.whole_import import import_whole
 from agent17.team.mailbox import Envelope, Mailbox, MailboxError
 from agent17.tools.base import ToolDefinition, ToolRegistry
 from agent17.tools.task_tools import (

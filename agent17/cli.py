@@ -12,8 +12,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from agent17.armour.paths import STATE_DIRNAME, TASK_DB_NAME
 from agent17.domain import Refusal
-from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
 from agent17.wire import task_payload, utc_wire_time
 
 ENVIRONMENT_HELP = (

@@ -159,6 +159,35 @@ class TaskError(Refusal):
         super().__init__(str(code), message)
 
 
+class ToolCode(StrEnum):
+    """Refusals of a tool call itself: its arguments, its name, the permission to run it."""
+
+    INVALID_ARGUMENTS = "invalid_arguments"
+    UNKNOWN_TOOL = "unknown_tool"
+    PERMISSION_DENIED = "permission_denied"
+
+
+class WorkspaceCode(StrEnum):
+    """Refusals of the workspace tools: a path, a file, the shell."""
+
+    INVALID_PATH = "invalid_path"
+    PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
+    PROTECTED_PATH = "protected_path"
+    FILE_NOT_FOUND = "file_not_found"
+    NOT_A_FILE = "not_a_file"
+    FILE_UNREADABLE = "file_unreadable"
+    FILE_UNWRITABLE = "file_unwritable"
+    SHELL_TIMEOUT = "shell_timeout"
+    SHELL_FAILED = "shell_failed"
+
+
+class ToolError(Refusal):
+    """A known refusal of a non-task tool (file, shell); `code` is stable."""
+
+    def __init__(self, code: ToolCode | WorkspaceCode, message: str) -> None:
+        super().__init__(code, message)
+
+
 # -- input rules: the same for the stores, the mailbox and the tools -------------------------
 
 MAX_NAME_LENGTH: Final = 200

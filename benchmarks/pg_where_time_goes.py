@@ -161,7 +161,7 @@ def many_processes(
 def split(dsn: str, cycles: int) -> tuple[float, list[tuple[str, float]]]:
     """Wall time per cycle, and each statement's share of it (wrapping the driver call)."""
     from agent17 import PostgresTaskStore
-    from agent17.store import pg_transaction
+    from agent17.armour import pg_transaction
 
     store = PostgresTaskStore(dsn, lease_seconds=LEASE_SECONDS)
     store.create_tasks([(f"task {n}", "", ()) for n in range(cycles + 50)])
@@ -215,7 +215,7 @@ def ceiling(dsn: str, pairs: int, batch: int) -> list[tuple[str, float, float]]:
     import psycopg
 
     from agent17 import PostgresTaskStore
-    from agent17.store.pg_transaction import BEGIN
+    from agent17.armour.pg_transaction import BEGIN
 
     cycles = (pairs + 1) * batch
     with PostgresTaskStore(dsn, lease_seconds=LEASE_SECONDS) as store:

@@ -116,7 +116,7 @@ from typing import Any, Final
 
 import agent17
 from agent17 import EventKind, Mailbox, SqliteTaskStore, TaskEvent, TaskStatus
-from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME
+from agent17.armour.paths import STATE_DIRNAME, TASK_DB_NAME
 from agent17.team.file_wakeups import SAFETY_LOOK_SECONDS, WAKEUPS_VARIABLE
 from agent17.team.protocol import DEFAULT_LEAD_NAME, TeamProtocol, TextMessage, decode_message
 from agent17.team.registry import TeamRegistry

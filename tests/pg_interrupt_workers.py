@@ -22,7 +22,7 @@ from typing import Any
 from store_workers import ResultQueue
 
 from agent17 import PostgresTaskStore
-from agent17.store import pg_schema
+from agent17.armour import pg_schema
 
 APPLICATION = "agent17"
 """The application_name of every session a store opens."""

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from agent17 import SqliteTaskStore, TaskError
+from agent17.armour.held_files import held
 from agent17.deterministic import COURSE_START, ManualClock, uuid_sequence
-from agent17.store.held_files import held
 
 TASK_ID_BLOCK = 17
 TOKEN_BLOCK = 71

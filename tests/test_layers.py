@@ -12,8 +12,9 @@ PACKAGE = Path(agent17.__file__).parent
 
 # Lowest first. A module may import its own layer or any layer below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("agent17.domain", "agent17.deterministic", "agent17.browser", "agent17.own_secrets"),
+    ("agent17.domain", "agent17.deterministic", "agent17.browser"),
     ("agent17.wire", "agent17.inputs"),
+    ("agent17.armour",),
     ("agent17.store",),
     ("agent17.claims",),
     ("agent17.team",),

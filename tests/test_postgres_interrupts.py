@@ -32,7 +32,7 @@ import pytest
 from store_backends import PostgresBoard
 
 from agent17 import PostgresMailbox, PostgresTaskStore
-from agent17.store.pg_schema import SCHEMA_CHANGE_LOCK
+from agent17.armour.pg_schema import SCHEMA_CHANGE_LOCK
 
 WAIT_SECONDS = 120.0
 spawn = multiprocessing.get_context("spawn")

@@ -29,7 +29,7 @@ import pytest
 from store_backends import PostgresBoard
 
 from agent17 import EventKind, PostgresTaskStore, TaskError, TaskStatus
-from agent17.store import pg_connection, pg_schema
+from agent17.armour import pg_connection, pg_schema
 from agent17.team.mailbox import MailboxError
 from agent17.team.pg_mailbox import PostgresMailbox
 

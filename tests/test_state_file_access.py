@@ -20,8 +20,8 @@ from store_fixtures import digest
 from agent17 import Mailbox, SqliteTaskStore
 from agent17.agent.ledger import IdempotencyLedger
 from agent17.agent.permissions import AuditTrail
+from agent17.armour import state_file
 from agent17.domain import Refusal
-from agent17.store import state_file
 
 OPENERS: dict[str, Callable[[Path], object]] = {
     "board": SqliteTaskStore,

@@ -28,9 +28,9 @@ from wal_workers import add_and_die, claimed_board, file_alone, integrity
 
 from agent17 import Mailbox, SqliteTaskStore
 from agent17.agent.ledger import IdempotencyLedger, LedgerKey
-from agent17.store import wal_owner
-from agent17.store.wal_file import read_record, state_of
-from agent17.store.wal_owner import WalSetAside
+from agent17.armour import wal_owner
+from agent17.armour.wal_file import read_record, state_of
+from agent17.armour.wal_owner import WalSetAside
 
 spawn = multiprocessing.get_context("spawn")
 DEADLINE_SECONDS = 60.0

@@ -25,7 +25,7 @@ from team_processes import Teammate, teammates
 from wal_workers import complete_on_request, integrity
 
 from agent17 import Refusal, SqliteTaskStore
-from agent17.store.wal_owner import WalSetAside
+from agent17.armour.wal_owner import WalSetAside
 
 __all__ = ["teammates"]  # the fixture, imported for the test below
 

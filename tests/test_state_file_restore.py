@@ -34,10 +34,10 @@ from wal_workers import board_of, claimed_board, integrity
 
 from agent17 import Mailbox, SqliteTaskStore
 from agent17.agent.ledger import IdempotencyLedger, LedgerKey
+from agent17.armour import state_file
+from agent17.armour.wal_file import read_record, state_of
+from agent17.armour.wal_owner import WalSetAside
 from agent17.domain import Refusal
-from agent17.store import state_file
-from agent17.store.wal_file import read_record, state_of
-from agent17.store.wal_owner import WalSetAside
 
 __all__ = ["teammates"]  # the fixture, imported for the tests below
 

@@ -32,9 +32,9 @@ import store_workers
 from store_backends import ManualClock, PostgresBoard, task_id, token
 
 from agent17 import EventKind, PostgresTaskStore, TaskError, TaskStatus
+from agent17.armour import pg_connection
+from agent17.armour.pg_transaction import ConnectionLost, PgTransaction
 from agent17.deterministic import uuid_sequence
-from agent17.store import pg_connection
-from agent17.store.pg_transaction import ConnectionLost, PgTransaction
 
 WAIT_SECONDS = 60.0
 TESTS_FOLDER = str(Path(__file__).parent)

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-import agent17.store.paths as paths
+import agent17.armour.paths as paths
 from agent17.agent.models import lead_script, teammate_script
+from agent17.armour.paths import StateFolder
 from agent17.bootstrap import TeamSettings, build_team
-from agent17.store.paths import StateFolder
 from agent17.team.sqlite_state import SqliteTeamState
 from agent17.team.workplace import StoreLocation, open_team_state
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from agent17.armour.schema_file import Schema
+from agent17.armour.state_file import StateFile
 from agent17.domain import TaskError
-from agent17.store.schema_file import Schema
 from agent17.store.sqlite import transaction
-from agent17.store.state_file import StateFile
 
 LEDGER_DB_NAME: Final = "idempotency.sqlite3"
 LEDGER_SCHEMA: Final = Schema(

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+from agent17.armour.file_failures import os_failure
+from agent17.armour.paths import safe_state_file
 from agent17.domain import Clock, TaskError, utc_now
-from agent17.store.file_failures import os_failure
-from agent17.store.paths import safe_state_file
 from agent17.wire import utc_wire_time
 
 Rule = Literal["allow", "deny", "ask"]

@@ -43,9 +43,9 @@ from agent17.agent.permissions import (
     teammate_policy,
 )
 from agent17.claims import ToolContext
-from agent17.domain import TaskClaim, TaskError
+from agent17.domain import TaskClaim, TaskError, ToolCode
 from agent17.inputs import describe_validation_error
-from agent17.tools.base import AnyTool, ToolCode, ToolRegistry, error_result, result_error
+from agent17.tools.base import AnyTool, ToolRegistry, error_result, result_error
 
 DEFAULT_MAX_TURNS = 12
 

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from agent17.store.pg_connection import import_driver
+from agent17.armour.pg_connection import import_driver
 
 if TYPE_CHECKING:
     import psycopg

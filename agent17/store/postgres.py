@@ -35,6 +35,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar
 
+from agent17.armour.pg_connection import STORE_UNAVAILABLE, PgDatabase
+from agent17.armour.pg_schema import PgSchema
+from agent17.armour.pg_transaction import ConstraintViolation, OutcomeUnknown, PgTransaction
 from agent17.domain import (
     Clock,
     ErrorCode,
@@ -45,9 +48,6 @@ from agent17.domain import (
 )
 from agent17.store.board import TaskBoard
 from agent17.store.engine import BoardSql, Call, Edge, Outcome, Row, Statements
-from agent17.store.pg_connection import STORE_UNAVAILABLE, PgDatabase
-from agent17.store.pg_schema import PgSchema
-from agent17.store.pg_transaction import ConstraintViolation, OutcomeUnknown, PgTransaction
 from agent17.store.rules import Constraint, corrupted, lease_end, refused_write
 
 T = TypeVar("T")

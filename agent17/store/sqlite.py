@@ -18,18 +18,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+from agent17.armour.paths import TASK_DB_NAME
+from agent17.armour.schema_file import Schema
+from agent17.armour.state_file import StateFile
 from agent17.domain import Clock, IdFactory, TaskError, check_lease_seconds, require_utc, utc_now
 from agent17.store.board import TaskBoard, check_edges
 from agent17.store.engine import BoardSql, Call, Edge, Outcome, Row, Statements
-from agent17.store.paths import TASK_DB_NAME
 from agent17.store.rules import (
     Constraint,
     lease_end,
     refused_write,
     unreadable,
 )
-from agent17.store.schema_file import Schema
-from agent17.store.state_file import StateFile
 
 T = TypeVar("T")
 

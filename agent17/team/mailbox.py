@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol, Self, TypeVar, cast
 
+from agent17.armour.schema_file import Schema
+from agent17.armour.state_file import ExclusiveHold, StateFile
 from agent17.domain import ErrorCode, text_problem
-from agent17.store.schema_file import Schema
 from agent17.store.sqlite import transaction
-from agent17.store.state_file import ExclusiveHold, StateFile
 from agent17.team.envelopes import (
     DamagedMessage,
     Envelope,

@@ -36,10 +36,10 @@ import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from agent17.armour.pg_connection import PgDatabase
+from agent17.armour.pg_schema import PgSchema
+from agent17.armour.pg_transaction import ConstraintViolation, PgTransaction, Row
 from agent17.domain import ErrorCode
-from agent17.store.pg_connection import PgDatabase
-from agent17.store.pg_schema import PgSchema
-from agent17.store.pg_transaction import ConstraintViolation, PgTransaction, Row
 from agent17.team.mailbox import MailboxError, NameHold, SqlRunner, TeamMailbox
 from agent17.team.wakeups import WakeRegistry
 

@@ -37,14 +37,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from agent17.armour.pg_schema import plain_name
 from agent17.domain import Refusal
-from agent17.store.pg_schema import plain_name
 from agent17.team.sleepers import LeaseDeadline
 
 if TYPE_CHECKING:
     import psycopg
 
-    from agent17.store.pg_transaction import Row
+    from agent17.armour.pg_transaction import Row
 
 CHECK_EVERY_SECONDS: Final = 0.25
 """How often a wait looks at the in-process wake event (notifications end it at once)."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from agent17.armour.paths import STATE_DIRNAME, TASK_DB_NAME, StateFolder
 from agent17.domain import Clock, utc_now
-from agent17.store.paths import STATE_DIRNAME, TASK_DB_NAME, StateFolder
 from agent17.store.sqlite import SqliteTaskStore
 from agent17.team.file_wakeups import FileNotifications, FolderWatch
 from agent17.team.inotify import Unavailable

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from agent17.armour.paths import StateFolder
 from agent17.domain import Clock, IdFactory, utc_now
 from agent17.store.board import TaskBoard
-from agent17.store.paths import StateFolder
 from agent17.team.mailbox import TeamMailbox
 from agent17.team.sleepers import WatchingSleeper
 
@@ -46,13 +46,13 @@ class StoreUrlError(ValueError):
 
 def _redact(text: str, url: str) -> str:
     # Imported here: a team on SQLite never loads a PostgreSQL module.
-    from agent17.store.pg_connection import redact
+    from agent17.armour.pg_connection import redact
 
     return redact(text, url)
 
 
 def _driver() -> Any:
-    from agent17.store.pg_connection import import_driver
+    from agent17.armour.pg_connection import import_driver
 
     return import_driver()
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from agent17.armour.whole_import import import_whole
 from agent17.domain import Clock, IdFactory
-from agent17.store.whole_import import import_whole
 from agent17.team.sqlite_state import SqliteTeam
 from agent17.team.state import (
     BoardOptions,

@@ -9,43 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from agent17.claims import ToolContext
-from agent17.domain import Refusal
+from agent17.domain import Refusal, ToolCode
 from agent17.inputs import describe_validation_error
-
-
-class ToolCode(StrEnum):
-    """Refusals of a tool call itself: its arguments, its name, the permission to run it."""
-
-    INVALID_ARGUMENTS = "invalid_arguments"
-    UNKNOWN_TOOL = "unknown_tool"
-    PERMISSION_DENIED = "permission_denied"
-
-
-class WorkspaceCode(StrEnum):
-    """Refusals of the workspace tools: a path, a file, the shell."""
-
-    INVALID_PATH = "invalid_path"
-    PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
-    PROTECTED_PATH = "protected_path"
-    FILE_NOT_FOUND = "file_not_found"
-    NOT_A_FILE = "not_a_file"
-    FILE_UNREADABLE = "file_unreadable"
-    FILE_UNWRITABLE = "file_unwritable"
-    SHELL_TIMEOUT = "shell_timeout"
-    SHELL_FAILED = "shell_failed"
-
-
-class ToolError(Refusal):
-    """A known refusal of a non-task tool (file, shell); `code` is stable."""
-
-    def __init__(self, code: ToolCode | WorkspaceCode, message: str) -> None:
-        super().__init__(code, message)
 
 
 def error_result(code: str, message: str) -> dict[str, Any]:

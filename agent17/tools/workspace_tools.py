@@ -1,7 +1,7 @@
 """A teammate's hands: shell, read_file and write_file, confined to the workspace.
 
 The file tools find and open a path in one walk beneath the workspace
-(`agent17.tools.confined`), so `..`, absolute paths and symlinks that lead
+(`agent17.armour.confined`), so `..`, absolute paths and symlinks that lead
 outside are all refused the same way, with `path_outside_workspace`, and a
 folder swapped for a symlink halfway through a call cannot redirect it. The
 board's own files under `.agent_tutorial` are off limits (`protected_path`): a
@@ -10,7 +10,7 @@ model must change tasks through the task tools, never by editing the database.
 default, needs approval; what it can be denied is the teammate's environment:
 a command sees only `tool_environment`, never the keys and passwords the
 teammate itself was started with, and the process is made non-dumpable before
-it runs one (`agent17.own_secrets`), so the command cannot read them in
+it runs one (`agent17.armour.own_secrets`), so the command cannot read them in
 /proc either.
 
 `read_file` reads regular files only (a FIFO would block the run forever, a
@@ -30,11 +30,12 @@ from typing import IO, Any, Final
 
 from pydantic import Field
 
+from agent17.armour.confined import ConfinedRoot, file_system_refusal, shown
+from agent17.armour.own_secrets import hide_own_environment
 from agent17.claims import ToolContext
+from agent17.domain import ToolError, WorkspaceCode
 from agent17.inputs import RequiredText, StrictInput, Text
-from agent17.own_secrets import hide_own_environment
-from agent17.tools.base import AnyTool, ToolDefinition, ToolError, WorkspaceCode
-from agent17.tools.confined import ConfinedRoot, file_system_refusal, shown
+from agent17.tools.base import AnyTool, ToolDefinition
 
 DEFAULT_SHELL_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_OUTPUT_CHARS = 10_000

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from agent17.armour.held_files import held
 from agent17.domain import ErrorCode, Refusal
-from agent17.store.held_files import held
 
 RefusalFactory = Callable[[ErrorCode, str], Refusal]
 """Builds the caller's refusal (TaskError, MailboxError, ...) from a code and a message."""

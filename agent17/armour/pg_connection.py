@@ -1,8 +1,8 @@
 """The one way agent17 talks to PostgreSQL: connect, reconnect, one transaction helper, errors.
 
-The Postgres twin of `database.py`. Every state that lives in PostgreSQL (the
-board, the team's mailbox) is one versioned schema file, opened here
-the same way:
+The Postgres twin of `state_file.py`. Every state that lives in PostgreSQL
+(the board, the team's mailbox) is one versioned schema file, opened here the
+same way:
 
 1. connect (psycopg 3, sync API), with the session settings every statement
    relies on: `search_path` = the board's own PostgreSQL schema (the SQL is
@@ -46,10 +46,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from agent17.domain import ErrorCode, Refusal
-from agent17.store.paths import RefusalFactory
-from agent17.store.pg_schema import PgSchema, open_schema
-from agent17.store.pg_transaction import (
+from agent17.armour.paths import RefusalFactory
+from agent17.armour.pg_schema import PgSchema, open_schema
+from agent17.armour.pg_transaction import (
     Conflict,
     ConnectionLost,
     ConstraintViolation,
@@ -58,7 +57,8 @@ from agent17.store.pg_transaction import (
     PgTransaction,
     Row,
 )
-from agent17.store.whole_import import import_whole
+from agent17.armour.whole_import import import_whole
+from agent17.domain import ErrorCode, Refusal
 
 if TYPE_CHECKING:
     import psycopg

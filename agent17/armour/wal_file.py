@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from agent17.store.held_files import Held
+from agent17.armour.held_files import Held
 
 HASH_BYTES: Final = 8
 _WAL_HEADER: Final = struct.Struct(">8I")

@@ -81,12 +81,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
-from agent17.domain import ErrorCode
-from agent17.store import wal_advice as advice
-from agent17.store.file_failures import RefusalFactory
-from agent17.store.held_files import Held, held, hold, locked
-from agent17.store.paths import SQLITE_SIDECAR_SUFFIXES
-from agent17.store.wal_file import (
+from agent17.armour import wal_advice as advice
+from agent17.armour.file_failures import RefusalFactory
+from agent17.armour.held_files import Held, held, hold, locked
+from agent17.armour.paths import SQLITE_SIDECAR_SUFFIXES
+from agent17.armour.wal_file import (
     HASH_BYTES,
     FileState,
     Frames,
@@ -103,6 +102,7 @@ from agent17.store.wal_file import (
     wal_pages,
     write_record,
 )
+from agent17.domain import ErrorCode
 
 CHECKPOINT_FRAMES: Final = 1000
 """Frames the -wal holds before a writer copies them back: SQLite's own default, so the

@@ -33,8 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from agent17.domain import preview
-from agent17.tools.base import ToolError, WorkspaceCode
+from agent17.domain import ToolError, WorkspaceCode, preview
 
 PROTECTED_DIRECTORY: Final = ".agent_tutorial"
 MAX_SYMLINKS: Final = 40

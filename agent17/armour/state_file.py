@@ -27,8 +27,8 @@ behind, and SQLite itself reads a zero-length file as an empty database (and
 discards a -wal beside it, whose frames cannot belong to it). Refusing it
 would strand every workspace whose first run was interrupted at that moment.
 
-Every later transaction is the plain one of database.py, run through
-`guarded()`: it holds the connection's lock, ends a transaction an earlier
+Every later transaction is the plain one (`store/sqlite.py`'s `transaction`),
+run through `guarded()`: it holds the connection's lock, ends a transaction an earlier
 interrupt left open, checks inside the transaction that the state folder and
 the file are still the ones opened and unchanged (`_check_identity`), keeps rolling
 back through a second interrupt, and turns a failure of the machine rather
@@ -53,8 +53,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, TypeVar
 
-from agent17.domain import ErrorCode, Refusal
-from agent17.store.file_failures import (
+from agent17.armour.file_failures import (
     NOT_OPENED,
     NOTHING_CHANGED,
     os_failure,
@@ -62,11 +61,12 @@ from agent17.store.file_failures import (
     sqlite_failure,
     transaction_failure,
 )
-from agent17.store.held_files import held
-from agent17.store.paths import RefusalFactory, check_state_file, safe_state_file
-from agent17.store.schema_file import Schema, schema_objects
-from agent17.store.wal_file import state_of
-from agent17.store.wal_owner import WalOwner
+from agent17.armour.held_files import held
+from agent17.armour.paths import RefusalFactory, check_state_file, safe_state_file
+from agent17.armour.schema_file import Schema, schema_objects
+from agent17.armour.wal_file import state_of
+from agent17.armour.wal_owner import WalOwner
+from agent17.domain import ErrorCode, Refusal
 
 BUSY_TIMEOUT_SECONDS: Final = 30.0
 """How long a writer waits for another's BEGIN IMMEDIATE before "database is locked"."""

@@ -21,9 +21,9 @@ from functools import cached_property
 from importlib import resources
 from typing import Final
 
+from agent17.armour.paths import RefusalFactory
+from agent17.armour.pg_transaction import ConstraintViolation, PgTransaction
 from agent17.domain import ErrorCode, Refusal
-from agent17.store.paths import RefusalFactory
-from agent17.store.pg_transaction import ConstraintViolation, PgTransaction
 
 SCHEMA_CHANGE_LOCK: Final = (0x61673137, 0)  # 'ag17', 0: creating or checking a schema
 

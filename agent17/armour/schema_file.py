@@ -15,8 +15,8 @@ from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
+from agent17.armour.file_failures import RefusalFactory
 from agent17.domain import ErrorCode
-from agent17.store.file_failures import RefusalFactory
 
 SchemaObject = tuple[str, str, str, str]
 """(type, name, table, sql) of one table, index or trigger, as sqlite_master lists it."""

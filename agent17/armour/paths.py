@@ -19,13 +19,13 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent17.domain import ErrorCode, TaskError
-from agent17.store.file_failures import (
+from agent17.armour.file_failures import (
     NOT_OPENED,
     UNUSABLE_PATH_ERRNOS,
     RefusalFactory,
     os_failure,
 )
+from agent17.domain import ErrorCode, TaskError
 
 __all__ = ["RefusalFactory"]  # defined beside the failures, used by every store through here
 
