@@ -92,12 +92,8 @@ class TaskBoard(ABC):
         try:
             outcome = self._write(call, {**params, "token": token, "lease": self.lease})
         except Exception as error:
-            if getattr(error, "code", None) == ErrorCode.CLAIM_TOKEN_COLLISION:
-                raise TaskError(  # issued before: never offered again
-                    ErrorCode.CLAIM_TOKEN_COLLISION,
-                    f"claim token {token} was issued before; the claim was rolled back",
-                ) from None
-            self._tokens.give_back(token)  # refused or rolled back, so never issued
+            if getattr(error, "code", None) != ErrorCode.CLAIM_TOKEN_COLLISION:
+                self._tokens.give_back(token)  # refused or rolled back, so never issued
             raise
         # An interrupt (not an Exception) may come after the COMMIT: that token is never
         # offered again, for a token is cheap and a collision is not.

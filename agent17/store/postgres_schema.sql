@@ -1,12 +1,8 @@
--- agent17 task board on PostgreSQL (its version is the task_metadata row below). Run
--- whole, in one transaction, with search_path set to the board's own schema (names here
--- are unqualified, so the same file also builds the throwaway reference the open check
--- compares against).
--- The rules are the SQLite board's (schema.sql), kept by the database itself so that
--- no caller and no hand-written UPDATE can store a half claim, a dangling or newer
--- dependency, a skipped step of the lifecycle, a reused claim token, or a transition
--- that the event log does not show.
--- (A CHECK passes when it evaluates to NULL, hence the explicit IS NOT NULLs.)
+-- agent17 task board on PostgreSQL, run whole in one transaction with search_path set to
+-- the board's own schema (names are unqualified: the same file builds the reference the
+-- open check compares against). The rules are schema.sql's, kept by the database itself
+-- against any caller and any hand-written UPDATE. (A CHECK passes when it evaluates to
+-- NULL, hence the explicit IS NOT NULLs.)
 
 CREATE TABLE task_metadata (
     key   text PRIMARY KEY,
@@ -240,16 +236,11 @@ CREATE TRIGGER tasks_log_every_transition
     WHEN (NEW.status IS DISTINCT FROM OLD.status)
     EXECUTE FUNCTION log_transition();
 
--- The board operations of the hot path, each one server-side function. On the
--- server's clock the store sends one with its BEGIN and its COMMIT, one message and one
--- round trip per operation; so everything that must refuse a write happens in here,
--- before that COMMIT (a broken graph too: `checked`). Each takes the board lock and
--- the one clock, returns run-out leases to pending, then does its work, the
--- statements an operation of the board runs one by one on another engine. What they
--- return, board_row, is one row per task in three parts: 'rows' (what the operation
--- wrote or found), 'then' (the dependents a completion released), 'explained' (the
--- task as it is, when the operation did nothing: what a refusal says); or, when there
--- is none of those, one 'now' row. Every row carries the operation's clock.
+-- The board's operations, each one server-side function that the store sends with its
+-- BEGIN and COMMIT (store/engine.py says what each does): everything that must refuse a
+-- write happens in here, before that COMMIT (a broken graph too: `checked`). Each
+-- returns board_rows, tagged by part: 'rows', 'then', 'explained', or one 'now' row
+-- when there is none of those; every row carries the operation's clock.
 CREATE TYPE board_row AS (
     part                        text,
     at_utc                      timestamptz,
@@ -271,12 +262,10 @@ CREATE TYPE board_row AS (
     issued_lease_expires_at_utc timestamptz
 );
 
--- The helpers of the board functions (row_of, open_board, release_expired, take,
--- refused) run inside one of them and inherit its search_path: only the entry points
--- and the triggers pin it, since each pinning costs a setting change per call. They are
--- plpgsql, which keeps its plans for the session, where a plain SQL function called
--- from a function is planned again on every call. The target of
--- each edge is a primary-key lookup, never a scan of the board.
+-- The helpers (row_of, open_board, release_expired, take, refused) inherit the search_path
+-- of the entry point that calls them: pinning it costs a setting change per call. They
+-- are plpgsql, whose plans last the session (a plain SQL function called from a function
+-- is planned on every call). Each edge's target is a primary-key lookup, never a scan.
 CREATE FUNCTION row_of(part text, at timestamptz, t tasks, issued task_events DEFAULT NULL)
     RETURNS board_row
     LANGUAGE plpgsql STABLE

@@ -220,7 +220,11 @@ class Constraint(enum.Enum):
 def refused_write(constraint: Constraint, detail: str) -> TaskError:
     """What a write that broke `constraint` is refused as (its transaction is rolled back)."""
     if constraint is Constraint.CLAIM_TOKEN_REUSED:
-        return TaskError(ErrorCode.CLAIM_TOKEN_COLLISION, "the claim token was issued before")
+        return TaskError(
+            ErrorCode.CLAIM_TOKEN_COLLISION,
+            "the claim token was issued before (it is never offered again); the claim was"
+            " rolled back",
+        )
     if constraint is Constraint.TASK_ID_TAKEN:
         return TaskError(ErrorCode.INVALID_TASK_INPUT, "a task with that id already exists")
     if constraint is Constraint.UNMET_BELOW_ZERO:
