@@ -35,7 +35,7 @@ from typing import Any, TextIO
 
 from agent17.agent.models import minimal_scenario_lead_script, teammate_script
 from agent17.bootstrap import Team, TeamSettings, build_team
-from agent17.deterministic import uuid_sequence
+from agent17.deterministic import counted_ids
 from agent17.domain import EventKind, Task, TaskEvent, TaskStatus, completed_ids, waiting_for
 from agent17.team.protocol import ShutdownResponse, TextMessage
 from agent17.team.simulation import SimulatedTime
@@ -148,9 +148,7 @@ def demo_settings(
         lead_model=minimal_scenario_lead_script(),
         teammate_model=teammate_model,
         clock=simulation.clock,
-        new_task_id=uuid_sequence(17),
-        new_claim_token=uuid_sequence(71),
-        new_request_id=uuid_sequence(99),
+        **counted_ids(),
         simulation=simulation,
         on_outcome=None if story is None else story.on_outcome,
         store=store,

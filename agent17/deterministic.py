@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import threading
 from datetime import UTC, datetime, timedelta
+from typing import TypedDict
 
 from agent17.domain import IdFactory, require_utc
 
@@ -63,3 +64,20 @@ def uuid_sequence(block: int = 0, start: int = 1) -> IdFactory:
         return f"00000000-0000-4000-8000-{block:04d}{number:08d}"
 
     return next_id
+
+
+class CountedIds(TypedDict):
+    """A team story's id factories, as keyword arguments of TeamSettings."""
+
+    new_task_id: IdFactory
+    new_claim_token: IdFactory
+    new_request_id: IdFactory
+
+
+def counted_ids() -> CountedIds:
+    """Fresh counters for a repeatable team story: tasks 17, claim tokens 71, requests 99."""
+    return CountedIds(
+        new_task_id=uuid_sequence(17),
+        new_claim_token=uuid_sequence(71),
+        new_request_id=uuid_sequence(99),
+    )

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from agent17.agent.models import lead_script, teammate_script
 from agent17.bootstrap import Team, TeamSettings, build_team
-from agent17.deterministic import uuid_sequence
+from agent17.deterministic import counted_ids
 from agent17.domain import EventKind, Task, TaskError, TaskEvent, TaskStatus
 from agent17.exercises.task_graph import CreateTask
 from agent17.team.simulation import SimulatedTime
@@ -99,9 +99,7 @@ def _settings(workspace: Path, simulation: SimulatedTime, lead: _LeadAtTheEnd) -
         lead_model=lead_script((), ()),
         teammate_model=teammate_model,
         clock=simulation.clock,
-        new_task_id=uuid_sequence(17),
-        new_claim_token=uuid_sequence(71),
-        new_request_id=uuid_sequence(99),
+        **counted_ids(),
         lease_seconds=_LEASE_SECONDS,
         max_idle_polls=1000,  # the Lead ends the run, not an idle timeout
         simulation=simulation,

@@ -18,7 +18,7 @@ from typing import Final
 
 from agent17.agent.models import lead_script, teammate_script
 from agent17.bootstrap import TeamSettings, build_team
-from agent17.deterministic import ManualClock, uuid_sequence
+from agent17.deterministic import ManualClock, counted_ids
 from agent17.exercises._bounded import Checker, CheckResult, Plain, unreadable
 from agent17.exercises.search import Answer, Search, listing, shown, value, wrong_kind
 from agent17.team.sleepers import ScriptedSleeper
@@ -81,9 +81,7 @@ def real_pass(case: PassCase, workspace: Path) -> TickOutcome:
             lead_model=lead_script((), ()),
             teammate_model=lambda name: teammate_script(),
             clock=ManualClock(),
-            new_task_id=uuid_sequence(17),
-            new_claim_token=uuid_sequence(71),
-            new_request_id=uuid_sequence(99),
+            **counted_ids(),
             sleeper=ScriptedSleeper(),
             persistent_audit=False,
         )
