@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from agent17 import SqliteTaskStore
+from agent17.armour.wal_owner import CHECKPOINT_FRAMES
 from agent17.store.sqlite import (
     CLAIM_NEXT_SQL,
     COMPLETE_SQL,
@@ -175,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
         store = open_store(root / "board", args.synchronous, 3 * cycles + 100)
         bare = open_store(root / "bare", args.synchronous, 3 * cycles + 100)
         bare_connection = _state_file(bare)._connection
+        # The store checkpoints its -wal itself every CHECKPOINT_FRAMES frames (automatic
+        # checkpoints are off on its connection); the bare loop has no store around it,
+        # so SQLite's own does the same, or its -wal would grow without end.
+        bare_connection.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_FRAMES}")
         floor = open_floor(root / "floor.sqlite3", args.synchronous)
         for _ in range(50):
             cycle(store)
