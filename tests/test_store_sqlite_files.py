@@ -450,6 +450,37 @@ def test_a_value_of_the_wrong_type_is_store_unreadable_not_a_task_with_a_blob(
     raises_code("store_unreadable", lambda: store.get_task(a.id))
 
 
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("subject", "x'4142'"), ("description", "x'00ff'")],
+    ids=repr,
+)
+def test_a_claim_or_completion_of_a_task_with_a_blob_is_refused_before_it_commits(
+    tmp_path: Path, column: str, value: str
+) -> None:
+    # The refusal must come inside the transaction: a caller told store_unreadable
+    # must not find the task taken (held until its lease ends) or completed.
+    store = new_store(tmp_path)
+    a = store.create_task("A")
+    b = store.create_task("B")
+    with raw_connection(db_path(tmp_path), unchecked=True) as connection:
+        connection.execute(f"UPDATE tasks SET {column} = {value} WHERE id = ?", (a.id,))
+    raises_code("store_unreadable", lambda: store.claim_next("alice"))
+    raises_code("store_unreadable", lambda: store.claim_task(a.id, "alice"))
+    claim = store.claim_task(b.id, "bob")
+    with raw_connection(db_path(tmp_path), unchecked=True) as connection:
+        connection.execute(f"UPDATE tasks SET {column} = {value} WHERE id = ?", (b.id,))
+    raises_code("store_unreadable", lambda: store.complete_task(b.id, "bob", claim.claim_token))
+    with raw_connection(db_path(tmp_path), unchecked=True) as connection:
+        rows = connection.execute("SELECT id, status, owner FROM tasks ORDER BY sequence")
+        assert [tuple(row) for row in rows] == [
+            (a.id, "pending", None),
+            (b.id, "in_progress", "bob"),
+        ]
+        kinds = connection.execute("SELECT kind FROM task_events ORDER BY sequence")
+        assert [kind for (kind,) in kinds] == ["created", "created", "claimed"]
+
+
 def test_an_event_of_an_unknown_kind_is_store_unreadable(tmp_path: Path) -> None:
     store = new_store(tmp_path)
     store.create_task("A")

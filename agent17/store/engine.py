@@ -19,8 +19,10 @@ both implement the same way:
    d. if the statement returned rows, `call.then` (with the first row's
       `sequence`); if it returned none, `call.explain` (with the same params);
    e. a task row the call wrote (taken, completed, a dependent released)
-      whose edges break the graph's rules is refused (`graph_corrupted`), and
-      nothing of the operation stays;
+      whose edges break the graph's rules (`graph_corrupted`), or that is no
+      Task at all (on SQLite, whose columns are untyped, a blob where text
+      belongs: `store_unreadable`), is refused, and nothing of the operation
+      stays;
    then COMMIT. The board reads the committed `Outcome`, and may still refuse
    the request (task_blocked, claim_mismatch, ...): the releases of (b) stand.
    On PostgreSQL the call is a server function that does (a)-(e) itself and

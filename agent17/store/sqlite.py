@@ -22,7 +22,7 @@ from agent17.armour.paths import TASK_DB_NAME
 from agent17.armour.schema_file import Schema
 from agent17.armour.state_file import StateFile
 from agent17.domain import Clock, IdFactory, TaskError, check_lease_seconds, require_utc, utc_now
-from agent17.store.board import TaskBoard, check_edges
+from agent17.store.board import TaskBoard, task_of
 from agent17.store.engine import BoardSql, Call, Edge, Outcome, Row, Statements
 from agent17.store.rules import (
     Constraint,
@@ -201,8 +201,8 @@ class SqliteTaskStore(TaskBoard):
                 then = _execute(connection, call.then, {"sequence": rows[0]["sequence"]})
             elif not rows and call.explain is not None:
                 explained = _execute(connection, call.explain, bound)
-            for row in (*rows, *then):  # a broken graph is refused before it commits
-                check_edges(row)
+            for row in (*rows, *then):  # a broken graph or a blob is refused before it commits
+                task_of(row)
             return Outcome(now, rows, then, explained)
 
         return self._file.guarded(transaction, run, "BEGIN IMMEDIATE")
