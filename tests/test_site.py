@@ -258,6 +258,42 @@ def _new_cell(page: Any, source: str) -> int:
     return index
 
 
+def test_an_import_asks_the_drive_nothing_and_a_module_beside_the_notebook_imports(
+    site: Site,
+) -> None:
+    # The kernel's folder is on the JupyterLite drive, where each look is a synchronous
+    # request to the page: the import path looks there last, after the installed modules.
+    page = site.ran(STEPPER_NOTEBOOK)
+    drive: list[str] = []
+
+    def asked(request: Any) -> None:
+        if "/api/drive" in request.url:
+            drive.append(request.post_data or "")
+
+    installed = _new_cell(
+        page, "import sys\nprint('tomllib' in sys.modules)\nimport tomllib\nprint(tomllib.__name__)"
+    )
+    beside = _new_cell(
+        page,
+        "import importlib, pathlib\n"
+        "pathlib.Path('beside_me.py').write_text('WHERE = \"beside the notebook\"\\n')\n"
+        "importlib.invalidate_caches()\n"
+        "import beside_me\n"
+        "pathlib.Path('beside_me.py').unlink()\n"
+        "print(beside_me.WHERE, beside_me.__file__)",
+    )
+    site.browser.context.on("request", asked)
+    try:
+        _run_cells(page, [installed, beside])
+    finally:
+        site.browser.context.remove_listener("request", asked)
+    assert _cell_text(page, installed) == "stdout: False\ntomllib\n"  # a first import
+    assert _cell_text(page, beside) == "stdout: beside the notebook /drive/notebooks/beside_me.py\n"
+    # Requests arrive in order: the first the drive was asked is the second cell's file.
+    assert drive and "beside_me.py" in drive[0], drive[:3]
+    assert site.browser.page_errors == []
+
+
 def _verdicts(text: str) -> dict[str, str]:
     """The "verdict: NAME ..." lines a probe cell printed: name -> the rest of the line."""
     return {

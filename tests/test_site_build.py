@@ -7,7 +7,10 @@ provides (bytecode-only modules included), and which imports the build compiles.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -76,6 +79,28 @@ def test_a_wheels_dependencies_are_its_requirements_as_pyodide_reads_them(tmp_pa
     packages = built_lock(tmp_path, wheels)["packages"]
     assert packages["agent17"]["depends"] == ["pydantic", "graph-viz"]
     assert packages["ipython"]["depends"] == []
+
+
+def test_what_the_kernel_fetches_is_stored_gzipped_alone_and_its_loader_knows_which(
+    tmp_path: Path,
+) -> None:
+    build = site_build_module()
+    wheels = kernel_wheels(tmp_path)
+    lock = built_lock(tmp_path, wheels)
+    site = tmp_path / "site"
+    names = {path.name for path in site.iterdir()}
+    for name in ("pyodide.asm.wasm", "pyodide.asm.mjs", "python_stdlib.zip"):
+        assert f"{name}.gz" in names and name not in names
+    assert {"pyodide.mjs", "pyodide-lock.json", build.LOAD_PYODIDE.name} <= names
+    for wheel in wheels:
+        inflated = gzip.decompress((site / f"{wheel.name}.gz").read_bytes())
+        assert inflated == wheel.read_bytes() and wheel.name not in names
+        (package,) = [p for p in lock["packages"].values() if p["file_name"] == wheel.name]
+        assert package["sha256"] == hashlib.sha256(inflated).hexdigest()  # what the loader checks
+    loader = build.LOAD_PYODIDE.read_text(encoding="utf-8")
+    listed = re.search(r"const GZIPPED = \[(.*?)\];", loader)
+    assert listed is not None
+    assert tuple(json.loads(f"[{listed.group(1)}]")) == build.GZIPPED
 
 
 def test_a_requirement_the_site_does_not_ship_stops_the_build(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ import argparse
 import ast
 import base64
 import email.parser
+import gzip
 import hashlib
 import html
 import json
@@ -81,6 +82,12 @@ PYODIDE_MARKERS = {
     "python_full_version": f"{PYODIDE_PYTHON}.0",
     "extra": "",
 }
+# The module the kernel loads Pyodide through (its pyodideUrl): it fetches what is
+# stored gzipped and makes Python look for imports in the notebook's folder last.
+LOAD_PYODIDE = Path(__file__).with_name("load_pyodide.mjs")
+# What the site stores gzipped only (NAME.gz): the files of Pyodide's folder that
+# the kernel fetches. load_pyodide.mjs holds the same list.
+GZIPPED = (".wasm", ".asm.mjs", ".zip", ".whl")
 # Python compiled by Pyodide itself, under Node (see bytecode.py).
 PYODIDE_RUN = Path(__file__).with_name("pyodide_run.mjs")
 BYTECODE = Path(__file__).with_name("bytecode.py")
@@ -323,6 +330,18 @@ def write_pyodide(pyodide_npm: Path, stdlib: Path, wheels: list[Path], target: P
         raise BuildError(f"not in pins.txt (or NOT_IN_THE_BROWSER): {'; '.join(missing)}")
     lock = {"info": stock["info"], "packages": dict(sorted(packages.items()))}
     (target / "pyodide-lock.json").write_text(json.dumps(lock, indent=1), encoding="utf-8")
+    shutil.copy2(LOAD_PYODIDE, target / LOAD_PYODIDE.name)
+    for path in sorted(target.iterdir()):
+        if path.name.endswith(GZIPPED):
+            gzip_alone(path)
+
+
+def gzip_alone(path: Path) -> None:
+    """`path` replaced by PATH.gz (same bytes on every build: no name, no time in it)."""
+    with path.open("rb") as source, path.with_name(path.name + ".gz").open("wb") as target:
+        with gzip.GzipFile(filename="", mode="wb", fileobj=target, compresslevel=9, mtime=0) as packed:
+            shutil.copyfileobj(source, packed)
+    path.unlink()
 
 
 def _saved_output_markdown(cell: dict[str, Any]) -> dict[str, Any]:
@@ -427,7 +446,7 @@ def lite_config() -> dict[str, Any]:
             "disabledExtensions": ["@jupyterlab/apputils-extension:announcements"],
             "litePluginSettings": {
                 KERNEL_SETTINGS: {
-                    "pyodideUrl": "./static/pyodide/pyodide.mjs",
+                    "pyodideUrl": f"./static/pyodide/{LOAD_PYODIDE.name}",
                     "disablePyPIFallback": True,
                     "pipliteUrls": [],
                     "loadPyodideOptions": {"packages": list(KERNEL_PACKAGES)},
@@ -435,6 +454,17 @@ def lite_config() -> dict[str, Any]:
             },
         },
     }
+
+
+def keep_kernel_loader(config: Path) -> None:
+    """The kernel's pyodideUrl as lite_config sets it: `jupyter lite build` points it at
+    pyodide.mjs whenever static/pyodide/ holds one."""
+    site = json.loads(config.read_text(encoding="utf-8"))
+    wanted = lite_config()["jupyter-config-data"]["litePluginSettings"][KERNEL_SETTINGS]
+    site["jupyter-config-data"]["litePluginSettings"][KERNEL_SETTINGS]["pyodideUrl"] = wanted[
+        "pyodideUrl"
+    ]
+    config.write_text(json.dumps(site, indent=2), encoding="utf-8")
 
 
 def build(output: Path) -> None:
@@ -476,6 +506,7 @@ def build(output: Path) -> None:
         cwd=lite,
         env={**os.environ, "JUPYTERLITE_NO_LIBARCHIVE": "1"},
     )  # fmt: skip
+    keep_kernel_loader(staging / "jupyter-lite.json")
     (staging / INPUTS_STAMP).write_text(digest + "\n", encoding="utf-8")
     shutil.rmtree(output, ignore_errors=True)
     staging.rename(output)

@@ -95,10 +95,12 @@ def rewrite(
         lines = [record_line(name, data) for name, data in sorted(files.items()) if name != record]
         files[record] = ("\n".join([*lines, f"{record},,"]) + "\n").encode()
     target.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+    # Stored, not deflated: the site gzips each zip whole (build.py), which packs it
+    # smaller than member by member, and the browser then reads members uninflated.
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as archive:
         for name, data in sorted(files.items()):
             info = zipfile.ZipInfo(name, ZIP_TIME)
-            info.compress_type = zipfile.ZIP_DEFLATED
+            info.compress_type = zipfile.ZIP_STORED
             info.external_attr = 0o644 << 16
             archive.writestr(info, data)
 
