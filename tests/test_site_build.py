@@ -46,7 +46,8 @@ def fake_pyodide(folder: Path) -> Path:
 def built_lock(tmp_path: Path, wheels: list[Path]) -> dict[str, Any]:
     build = site_build_module()
     stdlib = tmp_path / "python_stdlib.zip"
-    stdlib.write_bytes(b"")
+    with zipfile.ZipFile(stdlib, "w") as archive:
+        archive.writestr("json/__init__.pyc", "")
     target = tmp_path / "site"
     build.write_pyodide(fake_pyodide(tmp_path / "npm"), stdlib, wheels, target)
     lock: dict[str, Any] = json.loads((target / "pyodide-lock.json").read_text(encoding="utf-8"))
@@ -54,7 +55,9 @@ def built_lock(tmp_path: Path, wheels: list[Path]) -> dict[str, Any]:
 
 
 def kernel_wheels(folder: Path) -> list[Path]:
-    return [make_wheel(folder, name, []) for name in site_build_module().KERNEL_PACKAGES]
+    build = site_build_module()
+    names = [name for name in build.KERNEL_PACKAGES if name not in build.NOT_IN_THE_BROWSER]
+    return [make_wheel(folder, name, []) for name in names]
 
 
 def test_a_wheels_dependencies_are_its_requirements_as_pyodide_reads_them(tmp_path: Path) -> None:
@@ -78,15 +81,42 @@ def test_a_wheels_dependencies_are_its_requirements_as_pyodide_reads_them(tmp_pa
     ]
     packages = built_lock(tmp_path, wheels)["packages"]
     assert packages["agent17"]["depends"] == ["pydantic", "graph-viz"]
-    assert packages["ipython"]["depends"] == []
+
+
+def test_the_kernels_packages_and_their_requirements_are_in_the_standard_librarys_zip(
+    tmp_path: Path,
+) -> None:
+    build = site_build_module()
+    wheels = [
+        *[w for w in kernel_wheels(tmp_path) if not w.name.startswith("ipython-")],
+        make_wheel(tmp_path, "ipython", ["jedi>=0.18", "traitlets"], ("IPython/__init__.pyc",)),
+        make_wheel(tmp_path, "traitlets", []),
+        make_wheel(tmp_path, "ipywidgets", ["comm", "traitlets", "widgetsnbextension"]),
+        make_wheel(tmp_path, "widgetsnbextension", []),
+    ]
+    lock = built_lock(tmp_path, wheels)
+    # What a notebook imports is a wheel in the lock; it requires nothing the zip holds.
+    assert sorted(lock["packages"]) == ["ipywidgets", "widgetsnbextension"]
+    assert lock["packages"]["ipywidgets"]["depends"] == ["widgetsnbextension"]
+    zipped = gzip.decompress((tmp_path / "site" / "python_stdlib.zip.gz").read_bytes())
+    (tmp_path / "merged.zip").write_bytes(zipped)
+    with zipfile.ZipFile(tmp_path / "merged.zip") as archive:
+        names = set(archive.namelist())
+        stored = {info.compress_type for info in archive.infolist()}
+    assert {"json/__init__.pyc", "IPython/__init__.pyc", "traitlets/__init__.py"} <= names
+    assert not any(name.startswith(("ipywidgets", "jedi")) for name in names)
+    for name in build.KERNEL_PACKAGES:  # importlib.metadata finds them there
+        if name not in build.NOT_IN_THE_BROWSER:
+            assert f"{name.replace('-', '_')}-1.0.dist-info/METADATA" in names
+    assert stored == {zipfile.ZIP_STORED}
 
 
 def test_what_the_kernel_fetches_is_stored_gzipped_alone_and_its_loader_knows_which(
     tmp_path: Path,
 ) -> None:
     build = site_build_module()
-    wheels = kernel_wheels(tmp_path)
-    lock = built_lock(tmp_path, wheels)
+    wheels = [make_wheel(tmp_path, "agent17", ["pydantic"]), make_wheel(tmp_path, "pydantic", [])]
+    lock = built_lock(tmp_path, [*kernel_wheels(tmp_path), *wheels])
     site = tmp_path / "site"
     names = {path.name for path in site.iterdir()}
     for name in ("pyodide.asm.wasm", "pyodide.asm.mjs", "python_stdlib.zip"):
@@ -140,12 +170,7 @@ def test_the_notebooks_imports_are_those_a_cell_runs(tmp_path: Path) -> None:
 def test_what_the_imports_load_is_compiled_and_the_rest_stays_source(tmp_path: Path) -> None:
     build = site_build_module()
     pyodide = build.download_npm(build.read_pins())["pyodide"]
-    jedi = make_wheel(
-        tmp_path,
-        "jedi",
-        [],
-        ("jedi/__init__.py", "jedi/cold.py", "jedi/third_party/typeshed/stubs/six/__init__.pyi"),
-    )
+    jedi = make_wheel(tmp_path, "jedi", [], ("jedi/__init__.py", "jedi/cold.py"))
     agent17 = make_wheel(tmp_path, "agent17", [], ("agent17/__init__.py", "agent17/cold.py"))
     (stdlib, jedi, agent17) = build.compile_to_bytecode(
         pyodide,
@@ -158,8 +183,7 @@ def test_what_the_imports_load_is_compiled_and_the_rest_stays_source(tmp_path: P
         record = archive.read("jedi-1.0.dist-info/RECORD").decode()
     assert {"jedi/__init__.pyc", "jedi/cold.py"} <= set(names)  # no source where compiled
     assert "jedi/__init__.py" not in names
-    assert not any(name.startswith("jedi/third_party/") for name in names)
-    assert "jedi/__init__.pyc,sha256=" in record and "third_party" not in record
+    assert "jedi/__init__.pyc,sha256=" in record and "jedi/__init__.py," not in record
     with zipfile.ZipFile(agent17) as archive:
         names = archive.namelist()
     assert {"agent17/__init__.py", "agent17/cold.py"} <= set(names)  # agent17 keeps its sources

@@ -63,12 +63,18 @@ KERNEL_WHEELS = "share/jupyter/labextensions/@jupyterlite/pyodide-kernel-extensi
 # (their dependencies come along), and the imports it then runs.
 KERNEL_PACKAGES = ("micropip", "piplite", "ipykernel", "comm", "pyodide-kernel", "jedi", "ipython")
 KERNEL_IMPORTS = ["import micropip", "import piplite.piplite", "import pyodide_kernel"]
+# The kernel's packages (and what they require) ride inside python_stdlib.zip, which
+# Pyodide puts on sys.path as it starts: they import from there as they are, where
+# loading them as wheels unpacked each file into Pyodide's file system on every start.
 # Requirements of the site's wheels that the browser does without, and why.
 NOT_IN_THE_BROWSER = {
     "openai": "agent17 imports it only to make a real model; the site reaches no model server",
     "httpx2": "openai's HTTP client, imported with it",
     "jupyterlab": "the site itself is the front end",
     "jupyterlab-widgets": "ipywidgets' front end, built into the site's JupyterLab",
+    # jedi (and parso) would have to be unpacked as files (they read their grammars and
+    # type stubs by path), about 800 of them at every kernel start: a second.
+    "jedi": "IPython completes with its own completer when jedi is missing",
 }
 # Environment markers as Pyodide's Python evaluates them (a wheel's Requires-Dist).
 PYODIDE_MARKERS = {
@@ -93,9 +99,6 @@ PYODIDE_RUN = Path(__file__).with_name("pyodide_run.mjs")
 BYTECODE = Path(__file__).with_name("bytecode.py")
 # Wheels whose .py files stay beside their bytecode: tracebacks and show_source read them.
 KEEP_SOURCE = ("agent17",)
-# Parts of wheels the site leaves out: jedi's type stubs of packages the site does not
-# have (most of its files; jedi passes over a missing stubs folder) and of Django.
-LEFT_OUT = {"jedi": ["jedi/third_party/typeshed/stubs/", "jedi/third_party/django-stubs/"]}
 # The inputs whose change makes a new build (the test reuses a build otherwise).
 INPUTS = (
     "agent17", "notebooks", "assets", "scripts/site", "scripts/site.sh",
@@ -272,7 +275,6 @@ def compile_to_bytecode(
             "source": f"in/{archive.name}",
             "target": f"out/{archive.name}",
             "keep_source": archive.name.startswith(KEEP_SOURCE),
-            "leave_out": LEFT_OUT.get(_normal(archive.name.split("-")[0]), []),
         }
         for archive in archives
     ]
@@ -295,31 +297,43 @@ def compile_to_bytecode(
 
 
 def write_pyodide(pyodide_npm: Path, stdlib: Path, wheels: list[Path], target: Path) -> None:
-    """Pyodide's core with `stdlib`, and `wheels` with their own lock file, in `target`."""
+    """Pyodide's core; `stdlib` with the kernel's packages in it; the other `wheels` with
+    their own lock file; all in `target`."""
     target.mkdir(parents=True)
     for name in ("pyodide.mjs", "pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm",
                  "package.json"):  # fmt: skip
         shutil.copy2(pyodide_npm / name, target / name)
-    shutil.copy2(stdlib, target / "python_stdlib.zip")
     stock = json.loads((pyodide_npm / "pyodide-lock.json").read_text(encoding="utf-8"))
+    named = {_normal(wheel.name.split("-")[0]): wheel for wheel in wheels}
+    depends = {
+        name: [dep for dep in requirements(wheel) if dep not in NOT_IN_THE_BROWSER]
+        for name, wheel in named.items()
+    }
+    in_stdlib = kernel_packages_in_the_stdlib(depends)
+    with_packages(stdlib, [named[name] for name in sorted(in_stdlib)], target / "python_stdlib.zip")
     packages = {}
-    for wheel in wheels:
+    for name, wheel in named.items():
+        if name in in_stdlib:
+            continue
         shutil.copy2(wheel, target / wheel.name)
-        dist, version = wheel.name.split("-")[:2]
-        name = _normal(dist)
         packages[name] = {
             "name": name,
-            "version": version,
+            "version": wheel.name.split("-")[1],
             "file_name": wheel.name,
             "install_dir": "site",
             "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
             "package_type": "package",
             "imports": _top_level_imports(wheel),
-            # Pyodide loads these along, whether by name or for a cell's import.
-            "depends": [dep for dep in requirements(wheel) if dep not in NOT_IN_THE_BROWSER],
+            # Pyodide loads these along, whether by name or for a cell's import; what
+            # the standard library's zip holds is always there.
+            "depends": [dep for dep in depends[name] if dep not in in_stdlib],
             "unvendored_tests": False,
         }
-    missing = [f"the kernel needs {name}" for name in KERNEL_PACKAGES if name not in packages]
+    missing = [
+        f"the kernel needs {name}"
+        for name in KERNEL_PACKAGES
+        if name not in in_stdlib and name not in NOT_IN_THE_BROWSER
+    ]
     missing += [
         f"{name} requires {dep}"
         for name, package in packages.items()
@@ -334,6 +348,39 @@ def write_pyodide(pyodide_npm: Path, stdlib: Path, wheels: list[Path], target: P
     for path in sorted(target.iterdir()):
         if path.name.endswith(GZIPPED):
             gzip_alone(path)
+
+
+def kernel_packages_in_the_stdlib(depends: dict[str, list[str]]) -> frozenset[str]:
+    """The kernel's packages and all they require, of those the site ships."""
+    found: set[str] = set()
+    todo = list(KERNEL_PACKAGES)
+    while todo:
+        name = todo.pop()
+        if name not in found and name in depends:
+            found.add(name)
+            todo += depends[name]
+    return frozenset(found)
+
+
+def with_packages(stdlib: Path, wheels: list[Path], target: Path) -> None:
+    """`stdlib` and the files of `wheels` in one zip at `target`, stored (see bytecode.py).
+
+    A wheel's .data/ (scripts, man pages) has no place on sys.path and stays out. The
+    bytecode keeps the file name it was compiled under, in site-packages: tracebacks
+    through the kernel's own code name that folder.
+    """
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as merged:
+        seen: set[str] = set()
+        for archive_path in [stdlib, *wheels]:
+            with zipfile.ZipFile(archive_path) as archive:
+                for info in archive.infolist():
+                    if info.filename.split("/", 1)[0].endswith(".data"):
+                        continue
+                    if info.filename in seen:
+                        raise BuildError(f"{archive_path.name}: {info.filename} is there twice")
+                    seen.add(info.filename)
+                    info.compress_type = zipfile.ZIP_STORED
+                    merged.writestr(info, archive.read(info))
 
 
 def gzip_alone(path: Path) -> None:
@@ -436,7 +483,7 @@ def write_contents(target: Path) -> list[Path]:
 
 
 def lite_config() -> dict[str, Any]:
-    """jupyter-lite.json: the local Pyodide, the kernel's own packages preloaded, no PyPI."""
+    """jupyter-lite.json: the local Pyodide, the kernel's own packages there already, no PyPI."""
     return {
         "jupyter-lite-schema-version": 0,
         "jupyter-config-data": {
@@ -449,6 +496,7 @@ def lite_config() -> dict[str, Any]:
                     "pyodideUrl": f"./static/pyodide/{LOAD_PYODIDE.name}",
                     "disablePyPIFallback": True,
                     "pipliteUrls": [],
+                    # The kernel installs none of these; load_pyodide.mjs loads none.
                     "loadPyodideOptions": {"packages": list(KERNEL_PACKAGES)},
                 }
             },

@@ -3,7 +3,7 @@
     bytecode.py JOBS.json    (paths in it are relative to /work, the mounted folder)
 
 JOBS.json holds "archives", each {"source": ZIP, "target": ZIP, "keep_source":
-BOOL, "leave_out": [PREFIX...]} (the wheels and Pyodide's python_stdlib.zip),
+BOOL} (the wheels and Pyodide's python_stdlib.zip),
 and "imports", the import statements the kernel and the notebooks run. The
 wheels are installed here and those statements run; every module they load is
 then compiled, by this interpreter (the browser's own), into an unchecked-hash
@@ -13,7 +13,7 @@ nothing imports stays source: it costs fewer bytes, and compiles if ever used.
 With keep_source the .py stays and the .pyc goes to __pycache__ (agent17:
 tracebacks and show_source read its source); without, the .pyc replaces the
 .py, as in Pyodide's own packages (the import system and zipimport both load a
-lone foo.pyc). Members under a leave_out prefix are dropped; RECORD is rewritten.
+lone foo.pyc). RECORD is rewritten.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ STDLIB_ZIP = next(Path(entry) for entry in sys.path if entry.endswith(".zip"))
 SITE_PACKAGES = next(Path(entry) for entry in sys.path if entry.endswith("site-packages"))
 
 
-def install(wheel: Path, leave_out: tuple[str, ...]) -> None:
+def install(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(SITE_PACKAGES, [n for n in archive.namelist() if not n.startswith(leave_out)])
+        archive.extractall(SITE_PACKAGES)
 
 
 def imported_files() -> set[tuple[Path, str]]:
@@ -71,13 +71,13 @@ def record_line(name: str, data: bytes) -> str:
 
 
 def rewrite(
-    source: Path, target: Path, keep_source: bool, leave_out: tuple[str, ...], hot: set[tuple[Path, str]]
+    source: Path, target: Path, keep_source: bool, hot: set[tuple[Path, str]]
 ) -> None:
     installed_at = STDLIB_ZIP if source.suffix == ".zip" else SITE_PACKAGES
     files: dict[str, bytes] = {}
     with zipfile.ZipFile(source) as archive, tempfile.TemporaryDirectory() as scratch:
         for name in archive.namelist():
-            if name.endswith("/") or name.startswith(leave_out):
+            if name.endswith("/"):
                 continue
             data = archive.read(name)
             if (installed_at, name) not in hot or not name.endswith(".py"):
@@ -109,7 +109,7 @@ def main() -> None:
     jobs = json.loads((WORK / sys.argv[1]).read_text(encoding="utf-8"))
     for job in jobs["archives"]:
         if job["source"].endswith(".whl"):
-            install(WORK / job["source"], tuple(job["leave_out"]))
+            install(WORK / job["source"])
     warnings.simplefilter("ignore")  # other packages' SyntaxWarnings: nothing to act on here
     namespace: dict[str, object] = {}
     for statement in jobs["imports"]:
@@ -119,8 +119,7 @@ def main() -> None:
             pass  # a module Pyodide lacks fails in the browser too: nothing to compile
     hot = imported_files()
     for job in jobs["archives"]:
-        leave_out = tuple(job["leave_out"])
-        rewrite(WORK / job["source"], WORK / job["target"], job["keep_source"], leave_out, hot)
+        rewrite(WORK / job["source"], WORK / job["target"], job["keep_source"], hot)
 
 
 main()

@@ -71,7 +71,10 @@ async function pyodideModule() {
 }
 
 export async function loadPyodide(options) {
-  const pyodide = await loadStock({ ...options, createPyodideModule: await pyodideModule() });
+  // options.packages, the kernel's own, only tell the kernel not to install them: they
+  // are in the standard library's zip (build.py), or left out (jedi).
+  const createPyodideModule = await pyodideModule();
+  const pyodide = await loadStock({ ...options, packages: [], createPyodideModule });
   pyodide.runPython(
     "import sys\nif '' in sys.path:\n    sys.path.remove('')\n    sys.path.append('')\n",
   );
