@@ -4,16 +4,18 @@ Run through ./scripts/site.sh (which makes the build's own venv first). Every
 download is pinned in scripts/site/pins.txt and cached under .site-cache/, so a
 second build needs no registry at all. The site holds:
 
-- static/pyodide/: Pyodide's core (npm), every wheel the kernel may load, and
-  a pyodide-lock.json listing exactly those wheels with their dependencies
+- static/pyodide/: Pyodide's core (npm), the standard library's zip with the
+  kernel's own packages inside, every other wheel the kernel may load, and a
+  pyodide-lock.json listing exactly those wheels with their dependencies
   (Pyodide's own lock names hundreds of packages this site does not ship, and
   its repackaged wheels do not match PyPI's hashes), so nothing falls back to a
-  CDN or PyPI. The kernel preloads only its own packages; a cell that imports
-  agent17 loads agent17 and what it requires (the kernel runs Pyodide's
-  loadPackagesFromImports on every cell). All Python in it, the standard
-  library included, is compiled to bytecode by Pyodide's own interpreter at
-  build time (scripts/site/bytecode.py): the browser would otherwise compile
-  every module it imports from source, in WebAssembly, on every visit;
+  CDN or PyPI. A cell that imports agent17 loads agent17 and what it requires
+  (the kernel runs Pyodide's loadPackagesFromImports on every cell). All Python
+  in it, the standard library included, is compiled to bytecode by Pyodide's
+  own interpreter at build time (scripts/site/bytecode.py): the browser would
+  otherwise compile every module it imports from source, in WebAssembly, on
+  every visit. What the kernel fetches is stored gzipped, and the kernel loads
+  Pyodide through load_pyodide.mjs, which inflates it;
 - static/pyodide/viz-global.js: Graphviz compiled to WebAssembly, which agent17's
   pictures use where there is no `dot` program;
 - files/notebooks/: the core notebooks under the student edition's rules, and
@@ -63,9 +65,6 @@ KERNEL_WHEELS = "share/jupyter/labextensions/@jupyterlite/pyodide-kernel-extensi
 # (their dependencies come along), and the imports it then runs.
 KERNEL_PACKAGES = ("micropip", "piplite", "ipykernel", "comm", "pyodide-kernel", "jedi", "ipython")
 KERNEL_IMPORTS = ["import micropip", "import piplite.piplite", "import pyodide_kernel"]
-# The kernel's packages (and what they require) ride inside python_stdlib.zip, which
-# Pyodide puts on sys.path as it starts: they import from there as they are, where
-# loading them as wheels unpacked each file into Pyodide's file system on every start.
 # Requirements of the site's wheels that the browser does without, and why.
 NOT_IN_THE_BROWSER = {
     "openai": "agent17 imports it only to make a real model; the site reaches no model server",
@@ -92,8 +91,11 @@ PYODIDE_MARKERS = {
 # stored gzipped and makes Python look for imports in the notebook's folder last.
 LOAD_PYODIDE = Path(__file__).with_name("load_pyodide.mjs")
 # What the site stores gzipped only (NAME.gz): the files of Pyodide's folder that
-# the kernel fetches. load_pyodide.mjs holds the same list.
-GZIPPED = (".wasm", ".asm.mjs", ".zip", ".whl")
+# the kernel fetches, but its WebAssembly module. Chromium keeps a module's compiled
+# code only when it was fetched from its own URL: gzipped, the module (6 MB less on a
+# first visit) would be compiled again at every kernel start, about 0.7 s on the
+# development machine. load_pyodide.mjs holds the same list.
+GZIPPED = (".asm.mjs", ".zip", ".whl")
 # Python compiled by Pyodide itself, under Node (see bytecode.py).
 PYODIDE_RUN = Path(__file__).with_name("pyodide_run.mjs")
 BYTECODE = Path(__file__).with_name("bytecode.py")
@@ -351,7 +353,12 @@ def write_pyodide(pyodide_npm: Path, stdlib: Path, wheels: list[Path], target: P
 
 
 def kernel_packages_in_the_stdlib(depends: dict[str, list[str]]) -> frozenset[str]:
-    """The kernel's packages and all they require, of those the site ships."""
+    """The kernel's packages and all they require, of those the site ships.
+
+    They ride inside python_stdlib.zip, which Pyodide puts on sys.path as it starts,
+    and import from there as they are: loaded as wheels, each of their files was
+    unpacked into Pyodide's file system at every kernel start.
+    """
     found: set[str] = set()
     todo = list(KERNEL_PACKAGES)
     while todo:

@@ -1,10 +1,9 @@
 // The kernel's Pyodide as this site ships it: the site's jupyter-lite.json names this
 // module as the kernel's pyodideUrl, and the kernel's worker calls its loadPyodide.
 //
-// - Pyodide's WebAssembly, its JavaScript, the standard library and every wheel are
-//   stored gzipped (NAME.gz, scripts/site/build.py), because `python -m http.server`
-//   and many static hosts send files as they are: the browser would receive the 9.6 MB
-//   WebAssembly module whole. Here each is fetched as NAME.gz and inflated by the
+// - Pyodide's JavaScript, the standard library and every wheel are stored gzipped
+//   (NAME.gz, scripts/site/build.py), because `python -m http.server` and many static
+//   hosts send files as they are. Here each is fetched as NAME.gz and inflated by the
 //   browser's DecompressionStream; where Pyodide asks for a file's sha256 (the wheels,
 //   from pyodide-lock.json), the inflated bytes are checked against it.
 // - Once Python runs, its import path looks in the current folder last, not first: the
@@ -15,7 +14,7 @@
 import { loadPyodide as loadStock } from "./pyodide.mjs";
 
 // The suffixes build.py stores gzipped (GZIPPED there): keep the two lists alike.
-const GZIPPED = [".wasm", ".asm.mjs", ".zip", ".whl"];
+const GZIPPED = [".asm.mjs", ".zip", ".whl"];
 const here = new URL("./", import.meta.url).href;
 const stockFetch = globalThis.fetch.bind(globalThis);
 
@@ -33,8 +32,7 @@ async function inflated(url) {
   const body = encoding.includes("gzip")
     ? response.body
     : response.body.pipeThrough(new DecompressionStream("gzip"));
-  const type = url.endsWith(".wasm") ? "application/wasm" : "application/octet-stream";
-  return new Response(body, { headers: { "Content-Type": type } });
+  return new Response(body);
 }
 
 async function checked(response, integrity) {
