@@ -263,7 +263,8 @@ def notebook_imports(notebooks: list[Path]) -> list[str]:
             statements += [
                 ast.unparse(node)
                 for node in ast.walk(tree)
-                if isinstance(node, ast.Import) or (isinstance(node, ast.ImportFrom) and not node.level)
+                if isinstance(node, ast.Import)
+                or (isinstance(node, ast.ImportFrom) and not node.level)
             ]
     return list(dict.fromkeys(statements))
 
@@ -392,9 +393,12 @@ def with_packages(stdlib: Path, wheels: list[Path], target: Path) -> None:
 
 def gzip_alone(path: Path) -> None:
     """`path` replaced by PATH.gz (same bytes on every build: no name, no time in it)."""
-    with path.open("rb") as source, path.with_name(path.name + ".gz").open("wb") as target:
-        with gzip.GzipFile(filename="", mode="wb", fileobj=target, compresslevel=9, mtime=0) as packed:
-            shutil.copyfileobj(source, packed)
+    with (
+        path.open("rb") as source,
+        path.with_name(path.name + ".gz").open("wb") as target,
+        gzip.GzipFile(filename="", mode="wb", fileobj=target, compresslevel=9, mtime=0) as packed,
+    ):
+        shutil.copyfileobj(source, packed)
     path.unlink()
 
 
@@ -548,9 +552,7 @@ def build(output: Path) -> None:
     write_pyodide(npm["pyodide"], stdlib, wheels, lite / "static" / "pyodide")
     # Beside Pyodide: the build copies that folder into the site as it is.
     shutil.copy2(npm["@viz-js/viz"] / "dist" / "viz-global.js", lite / "static" / "pyodide")
-    (lite / "jupyter-lite.json").write_text(
-        json.dumps(lite_config(), indent=1), encoding="utf-8"
-    )
+    (lite / "jupyter-lite.json").write_text(json.dumps(lite_config(), indent=1), encoding="utf-8")
     digest = inputs_digest()
     staging = output.with_name(output.name + ".new")
     shutil.rmtree(staging, ignore_errors=True)

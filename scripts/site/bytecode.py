@@ -19,6 +19,7 @@ lone foo.pyc). RECORD is rewritten.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import py_compile
@@ -70,9 +71,7 @@ def record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def rewrite(
-    source: Path, target: Path, keep_source: bool, hot: set[tuple[Path, str]]
-) -> None:
+def rewrite(source: Path, target: Path, keep_source: bool, hot: set[tuple[Path, str]]) -> None:
     installed_at = STDLIB_ZIP if source.suffix == ".zip" else SITE_PACKAGES
     files: dict[str, bytes] = {}
     with zipfile.ZipFile(source) as archive, tempfile.TemporaryDirectory() as scratch:
@@ -113,10 +112,9 @@ def main() -> None:
     warnings.simplefilter("ignore")  # other packages' SyntaxWarnings: nothing to act on here
     namespace: dict[str, object] = {}
     for statement in jobs["imports"]:
-        try:
+        # A module Pyodide lacks fails in the browser too: nothing to compile.
+        with contextlib.suppress(ImportError):
             exec(statement, namespace)
-        except ImportError:
-            pass  # a module Pyodide lacks fails in the browser too: nothing to compile
     hot = imported_files()
     for job in jobs["archives"]:
         rewrite(WORK / job["source"], WORK / job["target"], job["keep_source"], hot)
