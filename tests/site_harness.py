@@ -22,10 +22,8 @@ from __future__ import annotations
 import configparser
 import functools
 import http.server
-import importlib.util
 import re
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -36,6 +34,7 @@ from types import ModuleType
 from typing import Any, ClassVar
 
 from browser_harness import CHROMIUM, CHROMIUM_ARGS, wait_for_idle_kernel
+from script_modules import load_script
 
 REPO = Path(__file__).resolve().parent.parent
 SITE = REPO / "site"
@@ -61,12 +60,7 @@ FORGET_THE_SITE = """async () => {
 @functools.cache
 def site_build_module() -> ModuleType:
     """scripts/site/build.py as a module (its `inputs_digest`, `NEEDS_PROCESSES_LINE`...)."""
-    spec = importlib.util.spec_from_file_location("agent17_site_build", BUILD_SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("agent17_site_build", BUILD_SCRIPT)
 
 
 def site_is_current(site: Path = SITE) -> bool:

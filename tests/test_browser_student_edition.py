@@ -8,17 +8,14 @@ so `git status` of the repository does not change.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -30,19 +27,11 @@ from browser_harness import (
     running_jupyterlab,
     trust_notebook,
 )
+from script_modules import load_script
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOK = "03_claims_and_leases.ipynb"  # predictions with reveal cells, and an exercise
 QUIZ_NOTEBOOK = "07_the_whole_team.ipynb"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _git_status() -> set[str]:
@@ -91,7 +80,7 @@ def student_lab_fixture(tmp_path: Path) -> Iterator[tuple[LabSession, Path]]:
     course = REPO / "course" / f".browser-test-{uuid.uuid4().hex[:8]}"
     home = tmp_path / "home"
     try:
-        _load("student_edition").build(course, trust=False)
+        load_script("student_edition").build(course, trust=False)
         for notebook in (course / "notebooks").glob("*.ipynb"):
             trust_notebook(notebook, home)  # as lab.sh's build does, for this server's home
         render_every_cell(home)

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from script_modules import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-minutes = _load("class_minutes")
+minutes = load_script("class_minutes")
 
 
 def md(text: str, *tags: str) -> dict[str, Any]:
@@ -164,7 +153,7 @@ def test_bad_input_has_a_code(tmp_path: Path, capsys: Any) -> None:
     assert minutes.estimate(write(tmp_path / "empty.ipynb")).minutes == 1
 
 
-executor = _load("execute_notebooks")
+executor = load_script("execute_notebooks")
 VIEW = "application/vnd.jupyter.widget-view+json"
 STATE = "application/vnd.jupyter.widget-state+json"
 
@@ -311,7 +300,7 @@ def test_a_notebook_that_offers_show_solution_imports_it(notebook: Path) -> None
 # sources and outputs, the saved widget state of the student edition, and the glossary or
 # primer entries that an earlier cell links to.
 
-edition = _load("student_edition")
+edition = load_script("student_edition")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 _MODEL_REFERENCE = re.compile(r"IPY_MODEL_([0-9A-Za-z_-]+)")
 

@@ -3,32 +3,21 @@ notebook (and its student edition) never shows the answer to a later prediction.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import nbformat
 import pytest
+from script_modules import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 STATE = "application/vnd.jupyter.widget-state+json"
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-executor = _load("execute_notebooks")
-edition = _load("student_edition")
+executor = load_script("execute_notebooks")
+edition = load_script("student_edition")
 
 
 def _saved_state(notebook: dict[str, Any]) -> dict[str, Any]:

@@ -3,31 +3,20 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import multiprocessing
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from script_modules import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-edition = _load("student_edition")
+edition = load_script("student_edition")
 
 
 def _stream(text: str) -> dict[str, Any]:
