@@ -19,10 +19,8 @@ both implement the same way:
    d. if the statement returned rows, `call.then` (with the first row's
       `sequence`); if it returned none, `call.explain` (with the same params);
    e. a task row the call wrote (taken, completed, a dependent released)
-      whose edges break the graph's rules (`graph_corrupted`), or that is no
-      Task at all (on SQLite, whose columns are untyped, a blob where text
-      belongs: `store_unreadable`), is refused, and nothing of the operation
-      stays;
+      whose edges break the graph's rules is refused (`graph_corrupted`), and
+      nothing of the operation stays;
    then COMMIT. The board reads the committed `Outcome`, and may still refuse
    the request (task_blocked, claim_mismatch, ...): the releases of (b) stand.
    On PostgreSQL the call is a server function that does (a)-(e) itself and
@@ -41,7 +39,10 @@ claim made: nobody holds it, and its lease runs out; PostgreSQL, where that
 moment is a round trip long, ends such a lease at once.) A statement that a
 constraint of the schema refuses becomes the TaskError `rules.refused_write`
 names. Rows are `Row`s: every column whose name ends in `at_utc` an aware UTC
-datetime (or None), the column `edges` a list of `Edge`s. Parameters are
+datetime (or None), the column `edges` a list of `Edge`s, a task's `id`,
+`subject`, `description` and `owner` text (or None): a row that breaks this
+is `store_unreadable`, refused as it is read, so inside the transaction (on
+SQLite, whose columns are untyped, a blob can stand where text belongs). Parameters are
 named; each engine writes them in its own style (`:now`, `%(now)s`).
 """
 

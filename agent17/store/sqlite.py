@@ -21,8 +21,16 @@ from typing import Any, Final, TypeVar
 from agent17.armour.paths import TASK_DB_NAME
 from agent17.armour.schema_file import Schema
 from agent17.armour.state_file import StateFile
-from agent17.domain import Clock, IdFactory, TaskError, check_lease_seconds, require_utc, utc_now
-from agent17.store.board import TaskBoard, task_of
+from agent17.domain import (
+    Clock,
+    IdFactory,
+    TaskError,
+    check_lease_seconds,
+    preview,
+    require_utc,
+    utc_now,
+)
+from agent17.store.board import TaskBoard, check_edges
 from agent17.store.engine import BoardSql, Call, Edge, Outcome, Row, Statements
 from agent17.store.rules import (
     Constraint,
@@ -201,8 +209,8 @@ class SqliteTaskStore(TaskBoard):
                 then = _execute(connection, call.then, {"sequence": rows[0]["sequence"]})
             elif not rows and call.explain is not None:
                 explained = _execute(connection, call.explain, bound)
-            for row in (*rows, *then):  # a broken graph or a blob is refused before it commits
-                task_of(row)
+            for row in (*rows, *then):  # a broken graph is refused before it commits
+                check_edges(row)
             return Outcome(now, rows, then, explained)
 
         return self._file.guarded(transaction, run, "BEGIN IMMEDIATE")
@@ -278,23 +286,42 @@ def _edges(text: str) -> list[Edge]:
     ]
 
 
+def _text(column: str) -> Callable[[object], str]:
+    # A column's affinity turns a number into text, but a blob stays a blob: refused
+    # here, inside the transaction, so that a write that reads one back never commits.
+    def read(value: object) -> str:
+        if not isinstance(value, str):
+            raise unreadable(f"a task row has a {column} that is not text: {preview(value)}")
+        return value
+
+    return read
+
+
+_TEXT_READERS: Final = {
+    column: _text(column) for column in ("id", "subject", "description", "owner")
+}
+
 Reader = Callable[[Any], Any] | None
 _READERS: dict[str, tuple[tuple[str, Reader], ...]] = {}  # by statement: they never change
 
 
+def _reader(column: str) -> Reader:
+    if column.endswith("at_utc"):
+        return parse_db_time
+    if column == "edges":
+        return _edges
+    return _TEXT_READERS.get(column)
+
+
 def _adapted(statement: str, cursor: sqlite3.Cursor) -> list[Row]:
-    """Rows as column name -> value: times as datetimes, edges as Edges."""
+    """Rows as column name -> value: times as datetimes, edges as Edges, text as text."""
     rows: list[sqlite3.Row] = cursor.fetchall()
     if not rows:
         return []
     readers = _READERS.get(statement)
     if readers is None:
         readers = _READERS[statement] = tuple(
-            (
-                name,
-                parse_db_time if name.endswith("at_utc") else _edges if name == "edges" else None,
-            )
-            for name, *_ in cursor.description
+            (name, _reader(name)) for name, *_ in cursor.description
         )
     return [
         {
