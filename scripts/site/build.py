@@ -526,6 +526,33 @@ def keep_kernel_loader(config: Path) -> None:
     config.write_text(json.dumps(site, indent=2), encoding="utf-8")
 
 
+# JupyterLite mounts the drive in a kernel only if its service worker is registered
+# when the kernel is made. A notebook opened by a link on a first visit gets its
+# kernel sooner, which then starts with no files (its folder /home/pyodide: no
+# ../assets, nothing it writes seen by JupyterLab). So the kernel waits for the
+# registration first, 10 s at most: with no service worker it goes on as before.
+# The text is the pinned pyodide-kernel-extension's, minified; a new pin that no
+# longer holds it stops the build.
+DRIVE_CHECK = "l=!!((null==i?void 0:i.enabled)||crossOriginIsolated)"
+DRIVE_CHECK_WHEN_READY = (
+    "l=(await Promise.race([null==i?void 0:i.ready,new Promise(r=>setTimeout(r,1e4))])"
+    ".catch(()=>{}),!!((null==i?void 0:i.enabled)||crossOriginIsolated))"
+)
+
+
+def mount_drive_when_ready(site: Path) -> None:
+    """Make the kernel wait for the service worker before it decides to mount the drive."""
+    folder = site / "extensions" / "@jupyterlite" / "pyodide-kernel-extension" / "static"
+    found = [script for script in folder.glob("*.js") if DRIVE_CHECK in script.read_text("utf-8")]
+    if len(found) != 1:
+        raise SystemExit(
+            f"site build: the kernel's drive check is in {len(found)} files of {folder}, not 1"
+            " (a new pyodide-kernel-extension? see DRIVE_CHECK in scripts/site/build.py)"
+        )
+    text = found[0].read_text("utf-8")
+    found[0].write_text(text.replace(DRIVE_CHECK, DRIVE_CHECK_WHEN_READY), encoding="utf-8")
+
+
 def build(output: Path) -> None:
     pins = read_pins()
     python = Path(sys.executable)
@@ -564,6 +591,7 @@ def build(output: Path) -> None:
         env={**os.environ, "JUPYTERLITE_NO_LIBARCHIVE": "1"},
     )  # fmt: skip
     keep_kernel_loader(staging / "jupyter-lite.json")
+    mount_drive_when_ready(staging)
     (staging / INPUTS_STAMP).write_text(digest + "\n", encoding="utf-8")
     shutil.rmtree(output, ignore_errors=True)
     staging.rename(output)
