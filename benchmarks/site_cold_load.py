@@ -156,7 +156,8 @@ def _phases(page: Any, workers: list[Any], opened_ms: float) -> dict[str, float]
     page_origin = page.evaluate("() => performance.timeOrigin")
     for worker in reversed(workers):
         origin, entries = worker.evaluate(RESOURCES)
-        if any(name.endswith("pyodide.asm.wasm") for name, _ in entries):
+        # Each kernel fetches Pyodide's runtime (pyodide.asm.mjs, gzipped or not).
+        if any("/static/pyodide/pyodide.asm." in name for name, _ in entries):
             started = origin - page_origin
             ends = [started + end for name, end in entries if "/static/pyodide/" in name]
             fetched = max(end for end in ends if end <= idle)

@@ -90,7 +90,7 @@ def test_the_kernels_packages_and_their_requirements_are_in_the_standard_library
     wheels = [
         *[w for w in kernel_wheels(tmp_path) if not w.name.startswith("ipython-")],
         make_wheel(tmp_path, "ipython", ["jedi>=0.18", "traitlets"], ("IPython/__init__.pyc",)),
-        make_wheel(tmp_path, "traitlets", []),
+        make_wheel(tmp_path, "traitlets", [], ("traitlets/__init__.pyc",)),
         make_wheel(tmp_path, "ipywidgets", ["comm", "traitlets", "widgetsnbextension"]),
         make_wheel(tmp_path, "widgetsnbextension", []),
     ]
@@ -103,12 +103,39 @@ def test_the_kernels_packages_and_their_requirements_are_in_the_standard_library
     with zipfile.ZipFile(tmp_path / "merged.zip") as archive:
         names = set(archive.namelist())
         stored = {info.compress_type for info in archive.infolist()}
-    assert {"json/__init__.pyc", "IPython/__init__.pyc", "traitlets/__init__.py"} <= names
+    assert {"json/__init__.pyc", "IPython/__init__.pyc", "traitlets/__init__.pyc"} <= names
     assert not any(name.startswith(("ipywidgets", "jedi")) for name in names)
     for name in build.KERNEL_PACKAGES:  # importlib.metadata finds them there
         if name not in build.NOT_IN_THE_BROWSER:
             assert f"{name.replace('-', '_')}-1.0.dist-info/METADATA" in names
     assert stored == {zipfile.ZIP_STORED}
+
+
+def test_what_no_kernel_start_imports_waits_in_a_zip_of_its_own(tmp_path: Path) -> None:
+    build = site_build_module()
+    files = ("IPython/__init__.pyc", "IPython/cold.py", "IPython/lexers/__init__.py", "a-b.py")
+    wheels = [
+        *[w for w in kernel_wheels(tmp_path) if not w.name.startswith("ipython-")],
+        make_wheel(tmp_path, "ipython", [], files),
+    ]
+    built_lock(tmp_path, wheels)
+    site = tmp_path / "site"
+    archives = {}
+    for name in ("python_stdlib.zip", build.STDLIB_REST):
+        (tmp_path / name).write_bytes(gzip.decompress((site / f"{name}.gz").read_bytes()))
+        archives[name] = zipfile.ZipFile(tmp_path / name)
+    kept, rest = (set(archives[name].namelist()) for name in archives)
+    # Source is what bytecode.py left uncompiled: nothing a kernel start imports.
+    assert {"IPython/__init__.pyc", "json/__init__.pyc", "a-b.py"} <= kept
+    assert "ipython-1.0.dist-info/METADATA" in kept  # importlib.metadata reads it there
+    assert {"IPython/cold.py", "IPython/lexers/__init__.py"} <= rest
+    assert not kept & rest
+    # load_pyodide.mjs's finder takes these names from the kept zip (no request).
+    listed = archives["python_stdlib.zip"].read(build.STDLIB_REST_INDEX).decode().split()
+    assert {"IPython.cold", "IPython.lexers"} <= set(listed)
+    assert "a-b" not in listed and "IPython" not in listed
+    loader = build.LOAD_PYODIDE.read_text(encoding="utf-8")
+    assert f'"{build.STDLIB_REST_INDEX}"' in loader and f"{build.STDLIB_REST}.gz" in loader
 
 
 def test_what_the_kernel_fetches_is_stored_gzipped_alone_and_its_loader_knows_which(
@@ -119,10 +146,9 @@ def test_what_the_kernel_fetches_is_stored_gzipped_alone_and_its_loader_knows_wh
     lock = built_lock(tmp_path, [*kernel_wheels(tmp_path), *wheels])
     site = tmp_path / "site"
     names = {path.name for path in site.iterdir()}
-    for name in ("pyodide.asm.mjs", "python_stdlib.zip"):
+    for name in ("pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip"):
         assert f"{name}.gz" in names and name not in names
-    # As it is: Chromium keeps a WebAssembly module's compiled code for its URL only.
-    assert {"pyodide.asm.wasm", "pyodide.mjs", "pyodide-lock.json"} <= names
+    assert {"pyodide.mjs", "pyodide-lock.json"} <= names
     assert build.LOAD_PYODIDE.name in names
     for wheel in wheels:
         inflated = gzip.decompress((site / f"{wheel.name}.gz").read_bytes())

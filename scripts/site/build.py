@@ -34,6 +34,7 @@ import html
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -57,6 +58,7 @@ NEEDS_PROCESSES_LINE = (
 )
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 KERNEL_SETTINGS = "@jupyterlite/pyodide-kernel-extension:kernel"
+MATHJAX_EXTENSION = "@jupyterlab/mathjax-extension"
 # The kernel's own wheels (the ipykernel and widgetsnbextension shims, piplite and
 # the kernel itself) ship inside the kernel's lab extension.
 KERNEL_WHEELS = "share/jupyter/labextensions/@jupyterlite/pyodide-kernel-extension/static/pypi"
@@ -65,6 +67,17 @@ KERNEL_WHEELS = "share/jupyter/labextensions/@jupyterlite/pyodide-kernel-extensi
 # (their dependencies come along), and the imports it then runs.
 KERNEL_PACKAGES = ("micropip", "piplite", "ipykernel", "comm", "pyodide-kernel", "jedi", "ipython")
 KERNEL_IMPORTS = ["import micropip", "import piplite.piplite", "import pyodide_kernel"]
+# What the browser imports besides those and the notebooks' import statements, as a
+# run of every core notebook there shows: the shell's logger as the kernel starts,
+# Pyodide's loading of a wheel, and show_source colouring SQL. Compiled, they stay in
+# the standard library's zip, and no notebook fetches STDLIB_REST.
+BROWSER_IMPORTS = [
+    "import traitlets.log",
+    "import tarfile",
+    "import importlib.metadata._adapters",
+    "import importlib.metadata._text",
+    "import pygments.lexers.sql",
+]
 # Requirements of the site's wheels that the browser does without, and why.
 NOT_IN_THE_BROWSER = {
     "openai": "agent17 imports it only to make a real model; the site reaches no model server",
@@ -91,11 +104,17 @@ PYODIDE_MARKERS = {
 # stored gzipped and makes Python look for imports in the notebook's folder last.
 LOAD_PYODIDE = Path(__file__).with_name("load_pyodide.mjs")
 # What the site stores gzipped only (NAME.gz): the files of Pyodide's folder that
-# the kernel fetches, but its WebAssembly module. Chromium keeps a module's compiled
-# code only when it was fetched from its own URL: gzipped, the module (6 MB less on a
-# first visit) would be compiled again at every kernel start, about 0.7 s on the
-# development machine. load_pyodide.mjs holds the same list.
-GZIPPED = (".asm.mjs", ".zip", ".whl")
+# the kernel fetches. load_pyodide.mjs holds the same list; it keeps the inflated
+# WebAssembly module in Cache Storage, where Chromium keeps its compiled code too.
+GZIPPED = (".asm.mjs", ".asm.wasm", ".zip", ".whl")
+# What no kernel start imports (the modules of the standard library's zip left as
+# source, about a third of its bytes: most of them Pygments' lexers) is stored in a
+# zip of its own; load_pyodide.mjs fetches it the first time Python imports one of
+# them, as STDLIB_REST_INDEX (in the standard library's zip) lists them. Pyodide's own
+# packages stay whole: Python imports them before load_pyodide.mjs can look.
+STDLIB_REST = "python_stdlib_rest.zip"
+STDLIB_REST_INDEX = "python_stdlib_rest.txt"
+STDLIB_KEPT_WHOLE = ("pyodide", "_pyodide")
 # Python compiled by Pyodide itself, under Node (see bytecode.py).
 PYODIDE_RUN = Path(__file__).with_name("pyodide_run.mjs")
 BYTECODE = Path(__file__).with_name("bytecode.py")
@@ -371,13 +390,18 @@ def kernel_packages_in_the_stdlib(depends: dict[str, list[str]]) -> frozenset[st
 
 
 def with_packages(stdlib: Path, wheels: list[Path], target: Path) -> None:
-    """`stdlib` and the files of `wheels` in one zip at `target`, stored (see bytecode.py).
+    """`stdlib` and the files of `wheels` in one zip at `target`, stored (see bytecode.py),
+    but what no kernel start imports, which goes to its own zip beside it (STDLIB_REST).
 
     A wheel's .data/ (scripts, man pages) has no place on sys.path and stays out. The
     bytecode keeps the file name it was compiled under, in site-packages: tracebacks
     through the kernel's own code name that folder.
     """
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as merged:
+    rest_names: list[str] = []
+    with (
+        zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as merged,
+        zipfile.ZipFile(target.with_name(STDLIB_REST), "w", zipfile.ZIP_STORED) as rest,
+    ):
         seen: set[str] = set()
         for archive_path in [stdlib, *wheels]:
             with zipfile.ZipFile(archive_path) as archive:
@@ -388,7 +412,22 @@ def with_packages(stdlib: Path, wheels: list[Path], target: Path) -> None:
                         raise BuildError(f"{archive_path.name}: {info.filename} is there twice")
                     seen.add(info.filename)
                     info.compress_type = zipfile.ZIP_STORED
-                    merged.writestr(info, archive.read(info))
+                    module = _not_imported_module(info.filename)
+                    (rest if module else merged).writestr(info, archive.read(info))
+                    rest_names += [module] if module else []
+        merged.writestr(STDLIB_REST_INDEX, "".join(f"{name}\n" for name in sorted(rest_names)))
+
+
+def _not_imported_module(member: str) -> str | None:
+    """The module a member of the standard library's zip is, if it is source (no kernel
+    start imported it: bytecode.py compiled those) and may go to the rest."""
+    path, dot, suffix = member.rpartition(".")
+    parts = path.split("/")
+    if suffix != "py" or not dot or parts[0] in STDLIB_KEPT_WHOLE:
+        return None
+    if not all(part.isidentifier() for part in parts):
+        return None
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def gzip_alone(path: Path) -> None:
@@ -501,7 +540,12 @@ def lite_config() -> dict[str, Any]:
             "appName": "agent17: work stealing and autonomy",
             # The tests drive the page through window.jupyterapp.
             "exposeAppInBrowser": True,
-            "disabledExtensions": ["@jupyterlab/apputils-extension:announcements"],
+            # MathJax: no core notebook writes mathematics, and JupyterLab fetched its
+            # 0.85 MB (seven files) on every first visit to typeset the Markdown.
+            "disabledExtensions": [
+                "@jupyterlab/apputils-extension:announcements",
+                MATHJAX_EXTENSION,
+            ],
             "litePluginSettings": {
                 KERNEL_SETTINGS: {
                     "pyodideUrl": f"./static/pyodide/{LOAD_PYODIDE.name}",
@@ -553,6 +597,33 @@ def mount_drive_when_ready(site: Path) -> None:
     found[0].write_text(text.replace(DRIVE_CHECK, DRIVE_CHECK_WHEN_READY), encoding="utf-8")
 
 
+# The largest image an icon of the site keeps: a tab shows 16 pixels (32 on a dense
+# screen). JupyterLab's lab/favicon.ico holds ten, up to 256 pixels: 0.32 MB that a
+# first visit fetches.
+ICON_PIXELS = 48
+
+
+def small_icons(site: Path) -> None:
+    """Every .ico of `site` with its images of ICON_PIXELS or fewer only."""
+    for icon in site.rglob("*.ico"):
+        data = icon.read_bytes()
+        count = struct.unpack_from("<H", data, 4)[0]
+        entries = [data[6 + 16 * n : 22 + 16 * n] for n in range(count)]
+        # Width and height 0 mean 256.
+        kept = [entry for entry in entries if 0 < max(entry[0], entry[1]) <= ICON_PIXELS]
+        if not kept or len(kept) == count:
+            continue
+        images = []
+        offset = 6 + 16 * len(kept)
+        header = struct.pack("<HHH", 0, 1, len(kept))
+        for entry in kept:
+            size, start = struct.unpack_from("<II", entry, 8)
+            header += entry[:8] + struct.pack("<II", size, offset)
+            images.append(data[start : start + size])
+            offset += size
+        icon.write_bytes(header + b"".join(images))
+
+
 def build(output: Path) -> None:
     pins = read_pins()
     python = Path(sys.executable)
@@ -573,7 +644,7 @@ def build(output: Path) -> None:
     shutil.rmtree(lite, ignore_errors=True)
     lite.mkdir(parents=True)
     notebooks = write_contents(lite / "contents")
-    imports = KERNEL_IMPORTS + notebook_imports(notebooks)
+    imports = KERNEL_IMPORTS + BROWSER_IMPORTS + notebook_imports(notebooks)
     archives = [npm["pyodide"] / "python_stdlib.zip", *wheels]
     stdlib, *wheels = compile_to_bytecode(npm["pyodide"], archives, imports)
     write_pyodide(npm["pyodide"], stdlib, wheels, lite / "static" / "pyodide")
@@ -592,6 +663,7 @@ def build(output: Path) -> None:
     )  # fmt: skip
     keep_kernel_loader(staging / "jupyter-lite.json")
     mount_drive_when_ready(staging)
+    small_icons(staging)
     (staging / INPUTS_STAMP).write_text(digest + "\n", encoding="utf-8")
     shutil.rmtree(output, ignore_errors=True)
     staging.rename(output)

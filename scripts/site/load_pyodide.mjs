@@ -1,22 +1,32 @@
 // The kernel's Pyodide as this site ships it: the site's jupyter-lite.json names this
 // module as the kernel's pyodideUrl, and the kernel's worker calls its loadPyodide.
 //
-// - Pyodide's JavaScript, the standard library and every wheel are stored gzipped
-//   (NAME.gz, scripts/site/build.py), because `python -m http.server` and many static
-//   hosts send files as they are. Here each is fetched as NAME.gz and inflated by the
-//   browser's DecompressionStream; where Pyodide asks for a file's sha256 (the wheels,
-//   from pyodide-lock.json), the inflated bytes are checked against it.
+// - Pyodide's JavaScript and WebAssembly, the standard library and every wheel are
+//   stored gzipped (NAME.gz, scripts/site/build.py), because `python -m http.server`
+//   and many static hosts send files as they are. Here each is fetched as NAME.gz and
+//   inflated by the browser's DecompressionStream; where Pyodide asks for a file's
+//   sha256 (the wheels, from pyodide-lock.json), the inflated bytes are checked against it.
+// - The WebAssembly module, once inflated, is kept in Cache Storage under its own URL,
+//   and every kernel start takes it from there. Chromium keeps a module's compiled code
+//   beside a response that has a URL (the HTTP cache's, or Cache Storage's), so a later
+//   kernel does not compile it again; an inflated stream has no URL, and each kernel
+//   compiled the module anew. Where there is no Cache Storage (a page served over plain
+//   http from a host other than this machine), each kernel inflates it again.
 // - Once Python runs, its import path looks in the current folder last, not first: the
 //   kernel then changes into the notebook's folder on the JupyterLite drive, where each
 //   look is a synchronous request answered by the page, and every import of the
 //   kernel's start (about 90 of them) would ask there first for a module that is not
 //   there. A module beside the notebook still imports, unless an installed one has its name.
-import { loadPyodide as loadStock } from "./pyodide.mjs";
+import { loadPyodide as loadStock, version } from "./pyodide.mjs";
 
 // The suffixes build.py stores gzipped (GZIPPED there): keep the two lists alike.
-const GZIPPED = [".asm.mjs", ".zip", ".whl"];
+const GZIPPED = [".asm.mjs", ".asm.wasm", ".zip", ".whl"];
 const here = new URL("./", import.meta.url).href;
 const stockFetch = globalThis.fetch.bind(globalThis);
+const WASM = `${here}pyodide.asm.wasm`;
+// One cache per Pyodide version: a site built with another Pyodide finds none of its own.
+const WASM_CACHE_PREFIX = "agent17-pyodide-wasm-";
+const WASM_CACHE = `${WASM_CACHE_PREFIX}${version}`;
 
 function isGzipped(url) {
   return url.startsWith(here) && GZIPPED.some((suffix) => url.endsWith(suffix));
@@ -35,6 +45,41 @@ async function inflated(url) {
   return new Response(body);
 }
 
+async function inflatedWasm() {
+  const response = await inflated(WASM);
+  // WebAssembly.instantiateStreaming takes a response of this type only.
+  const headers = { "Content-Type": "application/wasm" };
+  return response.ok ? new Response(response.body, { headers }) : response;
+}
+
+async function wasmResponse() {
+  if (!globalThis.caches) {
+    return inflatedWasm();
+  }
+  try {
+    const cache = await caches.open(WASM_CACHE);
+    const kept = await cache.match(WASM);
+    if (kept) {
+      return kept;
+    }
+    const response = await inflatedWasm();
+    if (!response.ok) {
+      return response;
+    }
+    await cache.put(WASM, response);
+    for (const name of await caches.keys()) {
+      if (name.startsWith(WASM_CACHE_PREFIX) && name !== WASM_CACHE) {
+        await caches.delete(name);
+      }
+    }
+    return (await cache.match(WASM)) || inflatedWasm();
+  } catch (error) {
+    // A full or refused Cache Storage: the kernel starts all the same.
+    console.warn(`Pyodide's WebAssembly module is not kept: ${error}`);
+    return inflatedWasm();
+  }
+}
+
 async function checked(response, integrity) {
   const bytes = await response.arrayBuffer();
   const [algorithm, expected] = integrity.split("-", 2);
@@ -50,6 +95,9 @@ globalThis.fetch = async (resource, init) => {
   const url = new URL(resource instanceof Request ? resource.url : resource, location.href).href;
   if (!isGzipped(url)) {
     return stockFetch(resource, init);
+  }
+  if (url === WASM) {
+    return wasmResponse();
   }
   const response = await inflated(url);
   return init && init.integrity && response.ok ? checked(response, init.integrity) : response;
@@ -68,6 +116,52 @@ async function pyodideModule() {
   }
 }
 
+// Python's importer for the modules no kernel start imports: the build stores them in
+// a zip of their own (STDLIB_REST in build.py), listed in the standard library's zip.
+// The first import of one fetches that zip (a synchronous request: allowed in the
+// kernel's worker, and the import statement waits for nothing else).
+const STDLIB_REST = `
+import sys, zipimport, zlib
+
+def install(url):
+    stdlib = next(entry for entry in sys.path if entry.endswith(".zip"))
+    listed = zipimport.zipimporter(stdlib).get_data("python_stdlib_rest.txt")
+    names = frozenset(listed.decode().split())
+    rest = stdlib.removesuffix(".zip") + "_rest.zip"
+
+    class StdlibRest:
+        """Finds the modules of python_stdlib_rest.zip, fetched at its first import."""
+
+        fetched_for = []
+
+        @classmethod
+        def find_spec(cls, name, path=None, target=None):
+            if name not in names:
+                return None
+            if not cls.fetched_for:
+                from js import XMLHttpRequest
+
+                request = XMLHttpRequest.new()
+                request.open("GET", url, False)
+                request.responseType = "arraybuffer"
+                request.send(None)
+                if request.status != 200:
+                    raise ImportError(f"{url} answered {request.status}", name=name)
+                data = request.response.to_py().tobytes()
+                # A host that labels .gz files Content-Encoding: gzip has had it inflated.
+                if data[:2] == b"\\x1f\\x8b":
+                    data = zlib.decompress(data, 31)
+                with open(rest, "wb") as file:
+                    file.write(data)
+                cls.fetched_for.append(name)
+            package = name.rpartition(".")[0].replace(".", "/")
+            return zipimport.zipimporter(f"{rest}/{package}" if package else rest).find_spec(name)
+
+    sys.meta_path.append(StdlibRest)
+
+install
+`;
+
 export async function loadPyodide(options) {
   // options.packages, the kernel's own, only tell the kernel not to install them: they
   // are in the standard library's zip (build.py), or left out (jedi).
@@ -76,5 +170,8 @@ export async function loadPyodide(options) {
   pyodide.runPython(
     "import sys\nif '' in sys.path:\n    sys.path.remove('')\n    sys.path.append('')\n",
   );
+  const install = pyodide.runPython(STDLIB_REST, { globals: pyodide.toPy({}) });
+  install(`${here}python_stdlib_rest.zip.gz`);
+  install.destroy();
   return pyodide;
 }
