@@ -21,6 +21,7 @@ Each core notebook runs top to bottom; then:
 from __future__ import annotations
 
 import base64
+import hashlib
 import inspect
 import json
 import textwrap
@@ -64,6 +65,8 @@ class Site:
         self.base_url = base_url
         self.browser = browser
         self.pages: dict[str, Any] = {}
+        # The URLs each notebook's page asked for, from its opening to its last cell.
+        self.requested: dict[str, list[str]] = {}
 
     def ran(self, name: str) -> Any:
         """The page of notebook `name`, opened and run top to bottom (once)."""
@@ -71,8 +74,17 @@ class Site:
             for page in self.pages.values():  # one kernel at a time on a small machine
                 page.close()
             self.pages.clear()
-            page = self.browser.open_notebook(self.base_url, name)
-            run_all_cells(page)
+            requested = self.requested.setdefault(name, [])
+
+            def asked(request: Any) -> None:
+                requested.append(request.url)
+
+            self.browser.context.on("request", asked)
+            try:
+                page = self.browser.open_notebook(self.base_url, name)
+                run_all_cells(page)
+            finally:
+                self.browser.context.remove_listener("request", asked)
             self.pages[name] = page
         return self.pages[name]
 
@@ -137,6 +149,53 @@ def test_a_core_notebook_runs_in_the_browser_as_it_runs_under_nbval(site: Site, 
     assert differences == [], "\n".join(differences)
     assert site.browser.page_errors == []
     assert site.browser.blocked == [], "requests off the page's origin"
+    # What the notebook imports was compiled into the kept zip (BROWSER_IMPORTS).
+    rest = site_build_module().STDLIB_REST
+    assert [url for url in site.requested[name] if rest in url] == []
+
+
+def test_a_later_kernel_takes_pyodides_webassembly_from_cache_storage(site: Site) -> None:
+    # The site's service worker keeps the inflated module there under its own URL, the
+    # one copy (with the HTTP cache's) that Chromium keeps compiled code for.
+    site.ran(CORE[0])  # a kernel started before this one: the module is kept by now
+    asked_before = len(site.requested.get(CORE[1], []))
+    page = site.ran(CORE[1])
+    asked = site.requested[CORE[1]][asked_before:]
+    assert [url for url in asked if url.endswith("pyodide.asm.wasm.gz")] == []
+    kept = page.evaluate(
+        """async () => Promise.all((await caches.keys()).map(async (name) =>
+            [name, (await (await caches.open(name)).keys()).map((request) => request.url)]))"""
+    )
+    packed = built_site() / "static" / "pyodide" / "pyodide.asm.wasm.gz"
+    name = f"agent17-pyodide-wasm-{hashlib.sha256(packed.read_bytes()).hexdigest()[:16]}"
+    assert [name, [f"{site.base_url}/static/pyodide/pyodide.asm.wasm"]] in kept, kept
+
+
+def test_a_module_no_kernel_start_imports_is_fetched_at_its_first_import(site: Site) -> None:
+    page = site.ran(STEPPER_NOTEBOOK)
+    rest = site_build_module().STDLIB_REST
+    fetched: list[str] = []
+
+    def asked(request: Any) -> None:
+        if rest in request.url:
+            fetched.append(request.url)
+
+    first = _new_cell(
+        page,
+        "import sys\nprint('doctest' in sys.modules)\nimport doctest\nprint(doctest.__file__)",
+    )
+    second = _new_cell(
+        page, "import pygments.lexers.rust\nprint(pygments.lexers.rust.RustLexer.name)"
+    )
+    site.browser.context.on("request", asked)
+    try:
+        _run_cells(page, [first, second])
+    finally:
+        site.browser.context.remove_listener("request", asked)
+    assert _cell_text(page, first) == "stdout: False\n/lib/python314_rest.zip/doctest.py\n"
+    assert _cell_text(page, second) == "stdout: Rust\n"
+    assert fetched == [f"{site.base_url}/static/pyodide/{rest}.gz"]  # once, for both
+    assert site.browser.page_errors == []
 
 
 def test_the_steppers_buttons_change_the_board_picture(site: Site) -> None:

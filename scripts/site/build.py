@@ -104,8 +104,8 @@ PYODIDE_MARKERS = {
 # stored gzipped and makes Python look for imports in the notebook's folder last.
 LOAD_PYODIDE = Path(__file__).with_name("load_pyodide.mjs")
 # What the site stores gzipped only (NAME.gz): the files of Pyodide's folder that
-# the kernel fetches. load_pyodide.mjs holds the same list; it keeps the inflated
-# WebAssembly module in Cache Storage, where Chromium keeps its compiled code too.
+# the kernel fetches. load_pyodide.mjs holds the same list. The site's service worker
+# answers for the WebAssembly module's own URL (serve_wasm_from_cache_storage).
 GZIPPED = (".asm.mjs", ".asm.wasm", ".zip", ".whl")
 # What no kernel start imports (the modules of the standard library's zip left as
 # source, about a third of its bytes: most of them Pygments' lexers) is stored in a
@@ -597,6 +597,19 @@ def mount_drive_when_ready(site: Path) -> None:
     found[0].write_text(text.replace(DRIVE_CHECK, DRIVE_CHECK_WHEN_READY), encoding="utf-8")
 
 
+WASM_SERVICE_WORKER = Path(__file__).with_name("wasm_service_worker.js")
+
+
+def serve_wasm_from_cache_storage(site: Path) -> None:
+    """Put wasm_service_worker.js before JupyterLite's service worker, named after the
+    module it keeps."""
+    packed = site / "static" / "pyodide" / "pyodide.asm.wasm.gz"
+    digest = hashlib.sha256(packed.read_bytes()).hexdigest()[:16]
+    ours = WASM_SERVICE_WORKER.read_text(encoding="utf-8").replace("WASM_DIGEST", digest)
+    worker = site / "service-worker.js"
+    worker.write_text(ours + "\n" + worker.read_text(encoding="utf-8"), encoding="utf-8")
+
+
 # The largest image an icon of the site keeps: a tab shows 16 pixels (32 on a dense
 # screen). JupyterLab's lab/favicon.ico holds ten, up to 256 pixels: 0.32 MB that a
 # first visit fetches.
@@ -664,6 +677,7 @@ def build(output: Path) -> None:
     keep_kernel_loader(staging / "jupyter-lite.json")
     mount_drive_when_ready(staging)
     small_icons(staging)
+    serve_wasm_from_cache_storage(staging)
     (staging / INPUTS_STAMP).write_text(digest + "\n", encoding="utf-8")
     shutil.rmtree(output, ignore_errors=True)
     staging.rename(output)

@@ -6,27 +6,23 @@
 //   and many static hosts send files as they are. Here each is fetched as NAME.gz and
 //   inflated by the browser's DecompressionStream; where Pyodide asks for a file's
 //   sha256 (the wheels, from pyodide-lock.json), the inflated bytes are checked against it.
-// - The WebAssembly module, once inflated, is kept in Cache Storage under its own URL,
-//   and every kernel start takes it from there. Chromium keeps a module's compiled code
-//   beside a response that has a URL (the HTTP cache's, or Cache Storage's), so a later
-//   kernel does not compile it again; an inflated stream has no URL, and each kernel
-//   compiled the module anew. Where there is no Cache Storage (a page served over plain
-//   http from a host other than this machine), each kernel inflates it again.
+// - The WebAssembly module is asked for by its own URL first: the site's service worker
+//   answers with it inflated and kept in Cache Storage (wasm_service_worker.js in
+//   scripts/site), where Chromium keeps its compiled code for the next kernel. A kernel
+//   that worker does not control (it is not running yet, or there is no Cache Storage:
+//   plain http off this machine) gets a 404 and inflates the .gz itself.
 // - Once Python runs, its import path looks in the current folder last, not first: the
 //   kernel then changes into the notebook's folder on the JupyterLite drive, where each
 //   look is a synchronous request answered by the page, and every import of the
 //   kernel's start (about 90 of them) would ask there first for a module that is not
 //   there. A module beside the notebook still imports, unless an installed one has its name.
-import { loadPyodide as loadStock, version } from "./pyodide.mjs";
+import { loadPyodide as loadStock } from "./pyodide.mjs";
 
 // The suffixes build.py stores gzipped (GZIPPED there): keep the two lists alike.
 const GZIPPED = [".asm.mjs", ".asm.wasm", ".zip", ".whl"];
 const here = new URL("./", import.meta.url).href;
 const stockFetch = globalThis.fetch.bind(globalThis);
 const WASM = `${here}pyodide.asm.wasm`;
-// One cache per Pyodide version: a site built with another Pyodide finds none of its own.
-const WASM_CACHE_PREFIX = "agent17-pyodide-wasm-";
-const WASM_CACHE = `${WASM_CACHE_PREFIX}${version}`;
 
 function isGzipped(url) {
   return url.startsWith(here) && GZIPPED.some((suffix) => url.endsWith(suffix));
@@ -53,31 +49,9 @@ async function inflatedWasm() {
 }
 
 async function wasmResponse() {
-  if (!globalThis.caches) {
-    return inflatedWasm();
-  }
-  try {
-    const cache = await caches.open(WASM_CACHE);
-    const kept = await cache.match(WASM);
-    if (kept) {
-      return kept;
-    }
-    const response = await inflatedWasm();
-    if (!response.ok) {
-      return response;
-    }
-    await cache.put(WASM, response);
-    for (const name of await caches.keys()) {
-      if (name.startsWith(WASM_CACHE_PREFIX) && name !== WASM_CACHE) {
-        await caches.delete(name);
-      }
-    }
-    return (await cache.match(WASM)) || inflatedWasm();
-  } catch (error) {
-    // A full or refused Cache Storage: the kernel starts all the same.
-    console.warn(`Pyodide's WebAssembly module is not kept: ${error}`);
-    return inflatedWasm();
-  }
+  // The site's service worker answers for the module's own URL (wasm_service_worker.js).
+  const served = await stockFetch(WASM);
+  return served.ok ? served : inflatedWasm();
 }
 
 async function checked(response, integrity) {
