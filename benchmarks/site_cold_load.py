@@ -17,7 +17,9 @@ kernel's worker; the worker has fetched its files (the last Pyodide file before
 the kernel is idle: the runtime, the standard library, the kernel's packages);
 the kernel is idle; the first code cell's output shows after Run All. And
 bytes: every byte Chromium received over a socket until its last cell has run,
-headers included (SOCKET_BYTES_RECEIVED in the browser's --log-net-log).
+headers included (SOCKET_BYTES_RECEIVED in the browser's --log-net-log). For each
+site, the first visit of the last round is also broken down by file (each response's
+Content-Length), the files under 100 kB summed by folder.
 
 Once per site, one more session is served the way most static hosts serve
 (text, JavaScript, JSON and WebAssembly gzipped) and its first visit weighed.
@@ -118,6 +120,7 @@ class Visit:
     seconds: dict[str, float]
     received: int
     off_site: int
+    by_file: dict[str, int]
 
 
 def _network_log(path: Path, split_ms: float) -> tuple[list[int], int]:
@@ -140,6 +143,32 @@ def _network_log(path: Path, split_ms: float) -> tuple[list[int], int]:
             local = params["url"].startswith((SITE_ORIGIN, "data:", "blob:"))
             off_site += asked_by_the_site and not local
     return received, off_site
+
+
+def _by_file(path: Path, split_ms: float) -> dict[str, int]:
+    """Body bytes each file of the site sent over the network before `split_ms` (epoch),
+    by its path: a response's Content-Length (a 304 sends none; a cached copy is no
+    request), as the --log-net-log has them."""
+    log = json.loads(path.read_text(encoding="utf-8"))
+    kinds = {number: name for name, number in log["constants"]["logEventTypes"].items()}
+    epoch = int(log["constants"]["timeTickOffset"])
+    urls: dict[int, str] = {}
+    sent: dict[str, int] = {}
+    for event in log["events"]:
+        kind, params = kinds[event["type"]], event.get("params", {})
+        request = event["source"]["id"]
+        if kind == "URL_REQUEST_START_JOB" and "url" in params:
+            urls.setdefault(request, params["url"])
+        elif kind == "HTTP_TRANSACTION_READ_RESPONSE_HEADERS" and request in urls:
+            if epoch + int(event["time"]) >= split_ms:
+                continue
+            headers = params.get("headers", [])
+            length = [
+                h.split(":", 1)[1] for h in headers if h.lower().startswith("content-length:")
+            ]
+            name = urls[request].split("/", 3)[-1].split("?")[0]
+            sent[name] = sent.get(name, 0) + (int(length[0]) if length else 0)
+    return sent
 
 
 def _phases(page: Any, workers: list[Any], opened_ms: float) -> dict[str, float]:
@@ -181,7 +210,8 @@ def class_session(
         split = page.evaluate("() => performance.timeOrigin") + opened
         blocked = len(browser.blocked)
     (first_bytes, later_bytes), off_site = _network_log(netlog, split)
-    return Visit(first_phases, first_bytes, off_site + blocked), Visit(later_phases, later_bytes, 0)
+    first_visit = Visit(first_phases, first_bytes, off_site + blocked, _by_file(netlog, split))
+    return first_visit, Visit(later_phases, later_bytes, 0, {})
 
 
 def _load() -> str:
@@ -198,6 +228,20 @@ def _row(name: str, values: list[float], unit: str) -> str:
     shown = "".join(f"{value:>10.1f}" for value in values)
     ratio = f"{values[-1] / values[0]:>10.2f}" if len(values) > 1 and values[0] else ""
     return f"{name + ' (' + unit + ')':<44}{shown}{ratio}"
+
+
+def _files(sent: dict[str, int], least: int = 100_000) -> str:
+    """Each file that sent at least `least` bytes, the others summed by folder."""
+    shown: dict[str, int] = {}
+    for name, size in sent.items():
+        key = (
+            name
+            if size >= least
+            else f"{name.rsplit('/', 1)[0] if '/' in name else '.'}/ (smaller files)"
+        )
+        shown[key] = shown.get(key, 0) + size
+    rows = sorted(shown.items(), key=lambda row: -row[1])
+    return "\n".join(f"{size / 1e3:>10.0f}  {name}" for name, size in rows)
 
 
 def _shown(visit: Visit) -> str:
@@ -256,6 +300,9 @@ def main() -> int:
         ("later notebook", "later notebook, http.server"),
     ):
         print(_row(label, [median(kind, site, lambda v: v.received / 1e6) for site in sites], "MB"))
+    for number, site in enumerate(sites, 1):
+        print(f"\nsite {number}, first visit of the last round, by file (kB over http.server):")
+        print(_files(visits[("first visit", site)][-1].by_file))
     off_site = sum(each.off_site for runs in visits.values() for each in runs)
     print(f"requests off 127.0.0.1: {off_site}")
     print(f"load average (1, 5, 15 min) at the end: {_load()}")
