@@ -61,7 +61,8 @@ pytestmark = pytest.mark.browser
 class Site:
     """The served site, one offline browser, and the notebooks open in it (by name)."""
 
-    def __init__(self, base_url: str, browser: OfflineBrowser) -> None:
+    def __init__(self, folder: Path, base_url: str, browser: OfflineBrowser) -> None:
+        self.folder = folder
         self.base_url = base_url
         self.browser = browser
         self.pages: dict[str, Any] = {}
@@ -96,7 +97,7 @@ def site_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     folder = built_site()
     profile = tmp_path_factory.mktemp("site-chromium-profile")
     with serving(folder) as base_url, offline_chromium(profile) as browser:
-        yield Site(base_url, browser)
+        yield Site(folder, base_url, browser)
 
 
 def committed(name: str) -> dict[str, Any]:
@@ -166,7 +167,7 @@ def test_a_later_kernel_takes_pyodides_webassembly_from_cache_storage(site: Site
         """async () => Promise.all((await caches.keys()).map(async (name) =>
             [name, (await (await caches.open(name)).keys()).map((request) => request.url)]))"""
     )
-    packed = built_site() / "static" / "pyodide" / "pyodide.asm.wasm.gz"
+    packed = site.folder / "static" / "pyodide" / "pyodide.asm.wasm.gz"
     name = f"agent17-pyodide-wasm-{hashlib.sha256(packed.read_bytes()).hexdigest()[:16]}"
     assert [name, [f"{site.base_url}/static/pyodide/pyodide.asm.wasm"]] in kept, kept
 

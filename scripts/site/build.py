@@ -430,15 +430,17 @@ def _not_imported_module(member: str) -> str | None:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def gzip_alone(path: Path) -> None:
-    """`path` replaced by PATH.gz (same bytes on every build: no name, no time in it)."""
+def gzip_alone(path: Path, keep: bool = False) -> None:
+    """`path` replaced by PATH.gz, or beside it if `keep` (same bytes on every build: no
+    name, no time in it)."""
     with (
         path.open("rb") as source,
         path.with_name(path.name + ".gz").open("wb") as target,
         gzip.GzipFile(filename="", mode="wb", fileobj=target, compresslevel=9, mtime=0) as packed,
     ):
         shutil.copyfileobj(source, packed)
-    path.unlink()
+    if not keep:
+        path.unlink()
 
 
 def _saved_output_markdown(cell: dict[str, Any]) -> dict[str, Any]:
@@ -601,8 +603,8 @@ WASM_SERVICE_WORKER = Path(__file__).with_name("wasm_service_worker.js")
 
 
 def serve_wasm_from_cache_storage(site: Path) -> None:
-    """Put wasm_service_worker.js before JupyterLite's service worker, named after the
-    module it keeps."""
+    """Put wasm_service_worker.js before JupyterLite's service worker, its cache named
+    after the module it keeps."""
     packed = site / "static" / "pyodide" / "pyodide.asm.wasm.gz"
     digest = hashlib.sha256(packed.read_bytes()).hexdigest()[:16]
     ours = WASM_SERVICE_WORKER.read_text(encoding="utf-8").replace("WASM_DIGEST", digest)
@@ -663,6 +665,8 @@ def build(output: Path) -> None:
     write_pyodide(npm["pyodide"], stdlib, wheels, lite / "static" / "pyodide")
     # Beside Pyodide: the build copies that folder into the site as it is.
     shutil.copy2(npm["@viz-js/viz"] / "dist" / "viz-global.js", lite / "static" / "pyodide")
+    # The site's service worker answers for it with the .gz (wasm_service_worker.js).
+    gzip_alone(lite / "static" / "pyodide" / "viz-global.js", keep=True)
     (lite / "jupyter-lite.json").write_text(json.dumps(lite_config(), indent=1), encoding="utf-8")
     digest = inputs_digest()
     staging = output.with_name(output.name + ".new")

@@ -1,21 +1,25 @@
-// Put before JupyterLite's service-worker.js by scripts/site/build.py: the site stores
-// Pyodide's WebAssembly module gzipped only (pyodide.asm.wasm.gz). Asked for the module
-// by its own URL, this worker answers with it inflated, kept in Cache Storage under that
-// URL after the first time. Chromium keeps a module's compiled code only beside a
-// response from the HTTP cache or from Cache Storage, so a later kernel does not compile
-// it again. A kernel this worker does not control gets a 404 for that URL and inflates
-// the .gz itself (load_pyodide.mjs).
-const WASM_PATH = "/static/pyodide/pyodide.asm.wasm";
+// Put before JupyterLite's service worker (service-worker.js) by scripts/site/build.py.
+// The site stores Pyodide's WebAssembly module gzipped only (pyodide.asm.wasm.gz), and
+// Graphviz's script (viz-global.js, 1.3 MB, 0.5 MB gzipped) both ways. Asked for either
+// by its own URL, this worker answers with the .gz inflated:
+// - the module is kept in Cache Storage under its URL after the first time. Chromium
+//   keeps a module's compiled code only beside a response that has a URL, from the HTTP
+//   cache or Cache Storage, so a later kernel does not compile it again. A kernel this
+//   worker does not control gets a 404 for that URL and inflates the .gz itself
+//   (load_pyodide.mjs);
+// - Graphviz's script is read by agent17 with a synchronous request, which cannot wait
+//   for an inflation in the kernel's worker; one this worker does not see gets the
+//   plain file.
+const INFLATED = {
+  "/static/pyodide/pyodide.asm.wasm": "application/wasm",
+  "/static/pyodide/viz-global.js": "text/javascript",
+};
+const KEPT = "/static/pyodide/pyodide.asm.wasm";
 // One cache per module: the build names it after the .gz's sha256.
 const WASM_CACHE_PREFIX = "agent17-pyodide-wasm-";
 const WASM_CACHE = `${WASM_CACHE_PREFIX}WASM_DIGEST`;
 
-async function keptWasm(request) {
-  const cache = await caches.open(WASM_CACHE);
-  const kept = await cache.match(request);
-  if (kept) {
-    return kept;
-  }
+async function inflated(request, type) {
   const packed = await fetch(`${request.url}.gz`);
   if (!packed.ok) {
     return packed;
@@ -25,7 +29,20 @@ async function keptWasm(request) {
   const body = encoding.includes("gzip")
     ? packed.body
     : packed.body.pipeThrough(new DecompressionStream("gzip"));
-  await cache.put(request, new Response(body, { headers: { "Content-Type": "application/wasm" } }));
+  return new Response(body, { headers: { "Content-Type": type } });
+}
+
+async function kept(request, type) {
+  const cache = await caches.open(WASM_CACHE);
+  const found = await cache.match(request);
+  if (found) {
+    return found;
+  }
+  const response = await inflated(request, type);
+  if (!response.ok) {
+    return response;
+  }
+  await cache.put(request, response);
   for (const name of await caches.keys()) {
     if (name.startsWith(WASM_CACHE_PREFIX) && name !== WASM_CACHE) {
       await caches.delete(name);
@@ -36,9 +53,11 @@ async function keptWasm(request) {
 
 self.addEventListener("fetch", (event) => {
   const url = new URL(event.request.url);
-  if (url.origin === location.origin && url.pathname.endsWith(WASM_PATH)) {
+  const path = Object.keys(INFLATED).find((each) => url.pathname.endsWith(each));
+  if (url.origin === location.origin && path) {
     // JupyterLite's own listener, after this one, would pass the request on.
     event.stopImmediatePropagation();
-    event.respondWith(keptWasm(event.request));
+    const answer = path === KEPT ? kept : inflated;
+    event.respondWith(answer(event.request, INFLATED[path]));
   }
 });
