@@ -178,7 +178,7 @@ def test_a_module_no_kernel_start_imports_is_fetched_at_its_first_import(site: S
     fetched: list[str] = []
 
     def asked(request: Any) -> None:
-        if rest in request.url:
+        if rest in request.url and request.service_worker is None:  # the kernel's own
             fetched.append(request.url)
 
     first = _new_cell(

@@ -105,7 +105,7 @@ PYODIDE_MARKERS = {
 LOAD_PYODIDE = Path(__file__).with_name("load_pyodide.mjs")
 # What the site stores gzipped only (NAME.gz): the files of Pyodide's folder that
 # the kernel fetches. load_pyodide.mjs holds the same list. The site's service worker
-# answers for the WebAssembly module's own URL (serve_wasm_from_cache_storage).
+# answers for the WebAssembly module's own URL (add_inflating_service_worker).
 GZIPPED = (".asm.mjs", ".asm.wasm", ".zip", ".whl")
 # What no kernel start imports (the modules of the standard library's zip left as
 # source, about a third of its bytes: most of them Pygments' lexers) is stored in a
@@ -599,15 +599,15 @@ def mount_drive_when_ready(site: Path) -> None:
     found[0].write_text(text.replace(DRIVE_CHECK, DRIVE_CHECK_WHEN_READY), encoding="utf-8")
 
 
-WASM_SERVICE_WORKER = Path(__file__).with_name("wasm_service_worker.js")
+INFLATING_SERVICE_WORKER = Path(__file__).with_name("inflating_service_worker.js")
 
 
-def serve_wasm_from_cache_storage(site: Path) -> None:
-    """Put wasm_service_worker.js before JupyterLite's service worker, its cache named
+def add_inflating_service_worker(site: Path) -> None:
+    """Put inflating_service_worker.js before JupyterLite's service worker, its cache named
     after the module it keeps."""
     packed = site / "static" / "pyodide" / "pyodide.asm.wasm.gz"
     digest = hashlib.sha256(packed.read_bytes()).hexdigest()[:16]
-    ours = WASM_SERVICE_WORKER.read_text(encoding="utf-8").replace("WASM_DIGEST", digest)
+    ours = INFLATING_SERVICE_WORKER.read_text(encoding="utf-8").replace("WASM_DIGEST", digest)
     worker = site / "service-worker.js"
     worker.write_text(ours + "\n" + worker.read_text(encoding="utf-8"), encoding="utf-8")
 
@@ -665,7 +665,7 @@ def build(output: Path) -> None:
     write_pyodide(npm["pyodide"], stdlib, wheels, lite / "static" / "pyodide")
     # Beside Pyodide: the build copies that folder into the site as it is.
     shutil.copy2(npm["@viz-js/viz"] / "dist" / "viz-global.js", lite / "static" / "pyodide")
-    # The site's service worker answers for it with the .gz (wasm_service_worker.js).
+    # The site's service worker answers for it with the .gz (inflating_service_worker.js).
     gzip_alone(lite / "static" / "pyodide" / "viz-global.js", keep=True)
     (lite / "jupyter-lite.json").write_text(json.dumps(lite_config(), indent=1), encoding="utf-8")
     digest = inputs_digest()
@@ -681,7 +681,7 @@ def build(output: Path) -> None:
     keep_kernel_loader(staging / "jupyter-lite.json")
     mount_drive_when_ready(staging)
     small_icons(staging)
-    serve_wasm_from_cache_storage(staging)
+    add_inflating_service_worker(staging)
     (staging / INPUTS_STAMP).write_text(digest + "\n", encoding="utf-8")
     shutil.rmtree(output, ignore_errors=True)
     staging.rename(output)

@@ -7,7 +7,7 @@
 //   inflated by the browser's DecompressionStream; where Pyodide asks for a file's
 //   sha256 (the wheels, from pyodide-lock.json), the inflated bytes are checked against it.
 // - The WebAssembly module is asked for by its own URL first: the site's service worker
-//   answers with it inflated and kept in Cache Storage (wasm_service_worker.js in
+//   answers with it inflated and kept in Cache Storage (inflating_service_worker.js in
 //   scripts/site), where Chromium keeps its compiled code for the next kernel. A kernel
 //   that worker does not control (it is not running yet, or there is no Cache Storage:
 //   plain http off this machine) gets a 404 and inflates the .gz itself.
@@ -49,7 +49,7 @@ async function inflatedWasm() {
 }
 
 async function wasmResponse() {
-  // The site's service worker answers for the module's own URL (wasm_service_worker.js).
+  // The site's service worker answers for the module's own URL (inflating_service_worker.js).
   const served = await stockFetch(WASM);
   return served.ok ? served : inflatedWasm();
 }
@@ -96,6 +96,7 @@ async function pyodideModule() {
 // kernel's worker, and the import statement waits for nothing else).
 const STDLIB_REST = `
 import sys, zipimport, zlib
+from importlib.machinery import PathFinder
 
 def install(url):
     stdlib = next(entry for entry in sys.path if entry.endswith(".zip"))
@@ -131,7 +132,9 @@ def install(url):
             package = name.rpartition(".")[0].replace(".", "/")
             return zipimport.zipimporter(f"{rest}/{package}" if package else rest).find_spec(name)
 
-    sys.meta_path.append(StdlibRest)
+    # Before the path finder, as when these were in the standard library's zip: the
+    # notebook's folder (last on the path, on the drive) is not asked for them first.
+    sys.meta_path.insert(sys.meta_path.index(PathFinder), StdlibRest)
 
 install
 `;
