@@ -12,6 +12,9 @@ Each core notebook runs top to bottom; then:
 - the stepper's buttons change the board picture (notebook 06's last panel);
 - two exercise checks run in the kernel: the starter answer gets NOT YET, the
   right answer passes; and every exercise the browser can check passes there;
+- no core notebook fetches python_stdlib_rest.zip; a module in it imports at its first
+  import, which fetches it once; a later kernel takes Pyodide's WebAssembly module from
+  Cache Storage, where the site's service worker keeps it;
 - the race exercises are checked schedule by schedule in the kernel: each starter gets
   NOT YET with the schedule that broke it (claim_one's shown, words and picture), a
   right answer typed into a cell passes (the seconds each check took go to
