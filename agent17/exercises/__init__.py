@@ -31,6 +31,7 @@ import inspect
 import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Final
 
 from agent17.exercises import board, claims, effects, lease, task_graph, team, workspace
@@ -53,105 +54,72 @@ class Exercise:
     checker: Checker
 
 
+def _exercise(module: ModuleType, name: str, title: str, notebook: str) -> Exercise:
+    # Every exercise module names its parts alike: name_starter, name_solution, NAME_HINT,
+    # NAME_CHECK (a part left out fails at import, not in class).
+    return Exercise(
+        name,
+        title,
+        notebook,
+        getattr(module, f"{name}_starter"),
+        getattr(module, f"{name}_solution"),
+        getattr(module, f"{name.upper()}_HINT"),
+        getattr(module, f"{name.upper()}_CHECK"),
+    )
+
+
 _ALL: Final = (
-    Exercise(
+    _exercise(
+        board,
         "ready_in_order",
         "Which tasks could claim_next take, and in which order?",
         "02_the_sqlite_board",
-        board.ready_in_order_starter,
-        board.ready_in_order_solution,
-        board.READY_IN_ORDER_HINT,
-        board.READY_IN_ORDER_CHECK,
     ),
-    Exercise(
+    _exercise(
+        board,
         "claim_query",
         "Write the claim's SELECT so that it is one index seek",
         "02_the_sqlite_board",
-        board.claim_query_starter,
-        board.claim_query_solution,
-        board.CLAIM_QUERY_HINT,
-        board.CLAIM_QUERY_CHECK,
     ),
-    Exercise(
+    _exercise(
+        lease,
         "lease_is_live",
         "Is the lease still live? The half-open interval",
         "03_claims_and_leases",
-        lease.lease_is_live_starter,
-        lease.lease_is_live_solution,
-        lease.LEASE_HINT,
-        lease.LEASE_IS_LIVE_CHECK,
     ),
-    Exercise(
-        "take_if_pending",
-        "The conditional UPDATE and its rowcount",
-        "03_claims_and_leases",
-        claims.take_if_pending_starter,
-        claims.take_if_pending_solution,
-        claims.TAKE_IF_PENDING_HINT,
-        Checker(claims.run_take_if_pending, claims.judge_take_if_pending),
+    _exercise(
+        claims, "take_if_pending", "The conditional UPDATE and its rowcount", "03_claims_and_leases"
     ),
-    Exercise(
+    _exercise(
+        claims,
         "claim_one",
         "Take one job atomically, with four processes racing",
         "04_many_processes",
-        claims.claim_one_starter,
-        claims.claim_one_solution,
-        claims.CLAIM_ONE_HINT,
-        Checker(claims.run_claim_one, claims.judge_claim_one),
     ),
-    Exercise(
+    _exercise(
+        workspace,
         "inside_workspace",
         "Does a path stay inside the workspace? Links, hard links and `..`",
         "05_tools_and_identity",
-        workspace.inside_workspace_starter,
-        workspace.inside_workspace_solution,
-        workspace.INSIDE_WORKSPACE_HINT,
-        workspace.INSIDE_WORKSPACE_CHECK,
     ),
-    Exercise(
-        "fenced_effect",
-        "Fence a side effect by its claim",
-        "05_tools_and_identity",
-        effects.fenced_effect_starter,
-        effects.fenced_effect_solution,
-        effects.FENCE_HINT,
-        Checker(effects.run_fenced_effect, effects.judge_fenced_effect),
+    _exercise(
+        effects, "fenced_effect", "Fence a side effect by its claim", "05_tools_and_identity"
     ),
-    Exercise(
-        "next_pass",
-        "Predict what one pass of the idle loop does",
-        "06_the_idle_loop",
-        team.next_pass_starter,
-        team.next_pass_solution,
-        team.NEXT_PASS_HINT,
-        team.NEXT_PASS_CHECK,
-    ),
-    Exercise(
+    _exercise(team, "next_pass", "Predict what one pass of the idle loop does", "06_the_idle_loop"),
+    _exercise(
+        team,
         "wait_or_wake",
         "A wait that a message cuts short, without burning CPU",
         "06_the_idle_loop",
-        team.wait_or_wake_starter,
-        team.wait_or_wake_solution,
-        team.WAIT_HINT,
-        team.WAIT_OR_WAKE_CHECK,
     ),
-    Exercise(
+    _exercise(
+        task_graph,
         "task_graph",
         "The Lead's part: a described job as a task graph on the board",
         "07_the_whole_team",
-        task_graph.task_graph_starter,
-        task_graph.task_graph_solution,
-        task_graph.TASK_GRAPH_HINT,
-        task_graph.TASK_GRAPH_CHECK,
     ),
-    Exercise(
-        "append_note",
-        "Two teammates, one file: the lost edit",
-        "07_the_whole_team",
-        effects.append_note_starter,
-        effects.append_note_solution,
-        effects.APPEND_HINT,
-        Checker(effects.run_append_note, effects.judge_append_note),
+    _exercise(
+        effects, "append_note", "Two teammates, one file: the lost edit", "07_the_whole_team"
     ),
 )
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent17.browser import IN_BROWSER
-from agent17.exercises._bounded import CheckResult, raised
+from agent17.exercises._bounded import Checker, CheckResult, raised
 from agent17.exercises._job_races import ClaimWorld, JobsScenario, TakeWorld, jobs_template
 from agent17.exercises._jobs import ClaimOne, make_jobs, open_alone, read_jobs
 
@@ -324,3 +324,7 @@ def _judge_take(answers: dict[int, Any], jobs: dict[int, tuple[str, str | None]]
     if jobs[3] != ("pending", None):
         return "you changed job 3, which nobody asked for"
     return None
+
+
+CLAIM_ONE_CHECK: Final = Checker(run_claim_one, judge_claim_one)
+TAKE_IF_PENDING_CHECK: Final = Checker(run_take_if_pending, judge_take_if_pending)

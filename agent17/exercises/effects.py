@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from agent17.domain import TaskClaim, TaskError
-from agent17.exercises._bounded import CheckResult
+from agent17.exercises._bounded import Checker, CheckResult
 from agent17.exercises._effect_races import FenceScenario, NotesScenario
 from agent17.exercises._notes import NotesFile as NotesFile  # what append_note is handed
 from agent17.exercises.schedules import Exploration, explore_race, listed, to_plain, verdict
@@ -47,7 +47,7 @@ def fenced_effect_solution(
     return True
 
 
-FENCE_HINT = (
+FENCED_EFFECT_HINT = (
     "Who can tell whether this claim still holds: you, your own clock, or the board? Ask the"
     " one that knows, right before the effect, about everything that makes this claim this"
     " claim. A refusal is an answer (the effect must not run), not a crash."
@@ -117,7 +117,7 @@ def append_note_solution(notes: NotesFile, line: str) -> None:
         notes.write(notes.read() + line + "\n")
 
 
-APPEND_HINT = (
+APPEND_NOTE_HINT = (
     "Between your read and your write, what can another teammate do to the file, and what"
     " happens to their line when you write? Look at what NotesFile offers: one of its methods"
     " makes a pair of steps one, another never needs the read at all."
@@ -159,3 +159,7 @@ def judge_append_note(data: Any) -> CheckResult:
         "every note arrived, whole and once. A lock makes one file safe; teammates changing a"
         " whole source tree need to work apart (a git worktree per task, the next chapter).",
     )
+
+
+FENCED_EFFECT_CHECK: Final = Checker(run_fenced_effect, judge_fenced_effect)
+APPEND_NOTE_CHECK: Final = Checker(run_append_note, judge_append_note)

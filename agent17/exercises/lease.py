@@ -33,7 +33,7 @@ def lease_is_live_solution(now: datetime, claimed_at: datetime, lease_expires_at
     return claimed_at <= now < lease_expires_at
 
 
-LEASE_HINT = (
+LEASE_IS_LIVE_HINT = (
     "Draw the lease on a time line: is its first instant inside it? Its last? At"
     " lease_expires_at exactly, may bob take the task? And compare the instants themselves:"
     " two clocks in different time zones can show different text for the same moment."

@@ -230,7 +230,7 @@ def wait_or_wake_solution(seconds: float, wake: threading.Event) -> bool:
     return wake.wait(seconds)
 
 
-WAIT_HINT = (
+WAIT_OR_WAKE_HINT = (
     "You want to sleep, but be woken early. time.sleep cannot be woken, and a loop that keeps"
     " asking burns a CPU core. Read the documentation of threading.Event: one of its methods"
     " already does both, and its return value tells you which happened."
