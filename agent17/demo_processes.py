@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TextIO
 
-from agent17.demo import fresh_place
+from agent17.demo import fresh_place, scenario_checks
 from agent17.deterministic import uuid_sequence
 from agent17.domain import EventKind, TaskEvent, TaskStatus, utc_now
 from agent17.store.board import TaskBoard
@@ -120,7 +120,7 @@ def run_process_demo(workspace: Path | None, out: TextIO, *, store: str | None =
     out.write("\n")
     a = board.create_task("A", "Independent task A.")
     b = board.create_task("B", "Independent task B.")
-    c = board.create_task("C", "Needs both A and B.", blocked_by=[a.id, b.id])
+    board.create_task("C", "Needs both A and B.", blocked_by=[a.id, b.id])
     out.write("The Lead (this process) put A, B and C (blocked by A and B) on the board, then\n")
     out.write("starts two `agent17 teammate` processes (a task takes alice 2 s, bob 3.5 s):\n")
     gate = workspace / "start-gate"
@@ -180,7 +180,7 @@ def run_process_demo(workspace: Path | None, out: TextIO, *, store: str | None =
             relay.join(10)
         codes = {name: process.wait() for name, process in processes.items()}
         command = location.board_command(real_workspace(workspace))
-        return _report(board, protocol, pids, codes, lines, c.id, asked_while_working, command, out)
+        return _report(board, protocol, pids, codes, lines, asked_while_working, command, out)
     finally:
         for process in processes.values():
             if process.poll() is None:
@@ -215,7 +215,6 @@ def _report(
     pids: dict[str, int],
     codes: dict[str, int],
     lines: list[str],
-    c_id: str,
     first_asked: tuple[str, int] | None,
     board_command: str,
     out: TextIO,
@@ -239,8 +238,13 @@ def _report(
     reports = [d for d in inbox if isinstance(d.message, TextMessage)]
     out.write(f"\nThe Lead's inbox: {len(reports)} reports, shutdowns from {sorted(shutdowns)}\n")
     out.write("\nThe board at the end:\n" + board_table(tasks) + "\n\n")
-    checks = _checks(events, subjects, c_id, first_asked)
+    claims = [event for event in events if event.kind is EventKind.CLAIMED]
+    checks = scenario_checks(events, subjects)
     checks += [
+        (
+            "the teammate asked to stop while it worked took no new task",
+            _took_no_new_task(claims, first_asked),
+        ),
         ("both processes exited 0", all(code == 0 for code in codes.values())),
         ("both shut down through the protocol", shutdowns == set(pids)),
         (
@@ -257,46 +261,9 @@ def _report(
     return 0 if all(ok for _, ok in checks) else 1
 
 
-def _checks(
-    events: list[TaskEvent],
-    subjects: dict[str, str],
-    c_id: str,
-    first_asked: tuple[str, int] | None,
-) -> list[tuple[str, bool]]:
-    by_subject = {subject: task for task, subject in subjects.items()}
-    claims = [e for e in events if e.kind is EventKind.CLAIMED]
-    done = {e.task_id: e for e in events if e.kind is EventKind.COMPLETED}
-    claimed = {e.task_id: e for e in claims}
-    a, b = by_subject["A"], by_subject["B"]
-    held_at_once = (
-        a in claimed
-        and b in claimed
-        and a in done
-        and b in done
-        and max(claimed[a].sequence, claimed[b].sequence) < min(done[a].sequence, done[b].sequence)
-    )
-    c_claims = [e for e in claims if e.task_id == c_id]
-    # The teammate asked to stop while it worked handled the request before any new task.
-    took_more = first_asked is not None and any(
-        e.owner == first_asked[0] and e.sequence > first_asked[1] for e in claims
-    )
-    return [
-        (
-            "A and B were held at the same time, by two different processes",
-            held_at_once and claimed[a].owner != claimed[b].owner,
-        ),
-        (
-            "C was claimed only after A and B were completed",
-            bool(c_claims)
-            and all(t in done and done[t].sequence < c_claims[0].sequence for t in (a, b)),
-        ),
-        ("C was claimed by exactly one teammate", len(c_claims) == 1),
-        (
-            "every task was claimed once and completed once",
-            len(claims) == len(done) == len(subjects),
-        ),
-        (
-            "the teammate asked to stop while it worked took no new task",
-            first_asked is not None and not took_more,
-        ),
-    ]
+def _took_no_new_task(claims: list[TaskEvent], first_asked: tuple[str, int] | None) -> bool:
+    """The teammate asked to stop while it worked handled the request before any new task."""
+    if first_asked is None:
+        return False
+    name, seen = first_asked
+    return not any(event.owner == name and event.sequence > seen for event in claims)
