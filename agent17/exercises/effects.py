@@ -80,24 +80,25 @@ def explore_fenced_effect(candidate: Any, folder: Path) -> Exploration | str:
     )
 
 
-def _schedules(explore: Callable[[Any, Path], Exploration | str], candidate: Any) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="agent17-exercise-") as folder:
-        return {"schedules": to_plain(explore(candidate, Path(folder)))}
+def _race_check(explore: Callable[[Any, Path], Exploration | str], held: str) -> Checker:
+    """A check that is its race alone: the schedules in the sandbox, the verdict from them."""
+
+    def run(candidate: Any) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="agent17-exercise-") as folder:
+            return {"schedules": to_plain(explore(candidate, Path(folder)))}
+
+    def judge(data: Any) -> CheckResult:
+        return verdict(data["schedules"], held)
+
+    return Checker(run, judge)
 
 
-def run_fenced_effect(candidate: FencedEffect) -> dict[str, Any]:
-    """Where the candidate runs: the schedules, as plain data."""
-    return _schedules(explore_fenced_effect, candidate)
-
-
-def judge_fenced_effect(data: Any) -> CheckResult:
-    """fenced_effect's verdict, from `run_fenced_effect`'s plain data alone."""
-    return verdict(
-        data["schedules"],
-        "the effect ran while the claim was live, and never once the claim had ended before"
-        " your call asked the board. (One window remains: a claim can end between your last"
-        " look and the effect. That is why effects are keyed by the claim token too.)",
-    )
+FENCED_EFFECT_CHECK: Final = _race_check(
+    explore_fenced_effect,
+    "the effect ran while the claim was live, and never once the claim had ended before"
+    " your call asked the board. (One window remains: a claim can end between your last"
+    " look and the effect. That is why effects are keyed by the claim token too.)",
+)
 
 
 # -- append_note: two teammates, one file -----------------------------------------------
@@ -147,19 +148,8 @@ def explore_append_note(candidate: AppendNote, folder: Path) -> Exploration | st
     )
 
 
-def run_append_note(candidate: AppendNote) -> dict[str, Any]:
-    """Where the candidate runs: the schedules, as plain data."""
-    return _schedules(explore_append_note, candidate)
-
-
-def judge_append_note(data: Any) -> CheckResult:
-    """append_note's verdict, from `run_append_note`'s plain data alone."""
-    return verdict(
-        data["schedules"],
-        "every note arrived, whole and once. A lock makes one file safe; teammates changing a"
-        " whole source tree need to work apart (a git worktree per task, the next chapter).",
-    )
-
-
-FENCED_EFFECT_CHECK: Final = Checker(run_fenced_effect, judge_fenced_effect)
-APPEND_NOTE_CHECK: Final = Checker(run_append_note, judge_append_note)
+APPEND_NOTE_CHECK: Final = _race_check(
+    explore_append_note,
+    "every note arrived, whole and once. A lock makes one file safe; teammates changing a"
+    " whole source tree need to work apart (a git worktree per task, the next chapter).",
+)
