@@ -118,10 +118,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"agent17 {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     defaults = argparse.ArgumentDefaultsHelpFormatter
-    store_help = (
-        "where the board and the team's mailbox live: a postgresql:// URL (teammates on"
-        " other hosts join with the same URL); default: the workspace's SQLite files"
-    )
+
+    def where(command: argparse.ArgumentParser, **workspace: Any) -> None:
+        command.add_argument("--workspace", type=_path("a folder"), **workspace)
+        command.add_argument(
+            "--store",
+            metavar="URL",
+            help="where the board and the team's mailbox live: a postgresql:// URL (teammates"
+            " on other hosts join with the same URL); default: the workspace's SQLite files",
+        )
 
     demo = commands.add_parser(
         "demo",
@@ -132,15 +137,10 @@ def _parser() -> argparse.ArgumentParser:
         " own `agent17 teammate` process in real time. Prints the timeline and the checks;"
         " exits 0 when every check holds.",
     )
-    demo.add_argument(
-        "--workspace",
-        type=_path("a folder"),
-        help="where the board goes (default: a fresh temporary folder)",
-    )
+    where(demo, help="where the board goes (default: a fresh temporary folder)")
     demo.add_argument(
         "--processes", action="store_true", help="run alice and bob as real OS processes"
     )
-    demo.add_argument("--store", metavar="URL", help=store_help)
 
     board = commands.add_parser(
         "board",
@@ -149,10 +149,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Prints the tasks in creation order with status, owner, lease and"
         " dependencies. Never creates a board where there is none.",
     )
-    board.add_argument(
-        "--workspace", type=_path("a folder"), default=Path("."), help="the workspace"
-    )
-    board.add_argument("--store", metavar="URL", help=store_help)
+    where(board, default=Path("."), help="the workspace")
     board.add_argument(
         "--format",
         type=_one_of("table", "json", "dot"),
@@ -177,8 +174,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=ENVIRONMENT_HELP,
     )
     run.add_argument("--prompt", type=_prompt, required=True, help="what the Lead should get done")
-    run.add_argument("--workspace", type=_path("a folder"), default=Path("."), help="the workspace")
-    run.add_argument("--store", metavar="URL", help=store_help)
+    where(run, default=Path("."), help="the workspace")
 
     teammate = commands.add_parser(
         "teammate",
@@ -192,10 +188,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=ENVIRONMENT_HELP + " (with --model openai)",
     )
     teammate.add_argument("--name", required=True, help="the teammate's name, e.g. alice")
-    teammate.add_argument(
-        "--workspace", type=_path("a folder"), default=Path("."), help="the workspace"
-    )
-    teammate.add_argument("--store", metavar="URL", help=store_help)
+    where(teammate, default=Path("."), help="the workspace")
     teammate.add_argument(
         "--model",
         type=_one_of("scripted", "openai"),
