@@ -73,7 +73,7 @@ class NotesScenario:
         return NotesWorld(self, run)
 
 
-class NotesWorld:
+class NotesWorld(World):
     """One schedule's notes file: the rules read it from disk after every step."""
 
     def __init__(self, scenario: NotesScenario, run: Run) -> None:
@@ -145,10 +145,6 @@ class NotesWorld:
             " owning the file it touches.",
         )
 
-    def at_end(self) -> Problem | None:
-        """Every teammate's every note, once (each was checked as its call returned)."""
-        return None
-
     def close(self) -> None:
         """Give flock and os.close back."""
         self._played.close()
@@ -212,7 +208,7 @@ def _board(folder: Path, clock: ManualClock, next_number: int) -> SqliteTaskStor
     )  # fmt: skip
 
 
-class FenceWorld:
+class FenceWorld(World):
     """One schedule's board: alice holds the task; the rules know when her claim ended."""
 
     def __init__(self, scenario: FenceScenario, run: Run) -> None:
@@ -330,10 +326,6 @@ class FenceWorld:
                 f"alice's claim on {self.scenario.task} held for the whole call, and the effect"
                 " did not run: while the claim is live, the effect must run",
             )
-        return None
-
-    def at_end(self) -> Problem | None:
-        """Everything was judged step by step."""
         return None
 
     def close(self) -> None:

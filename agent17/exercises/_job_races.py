@@ -82,7 +82,7 @@ def jobs_template(folder: Path, pending: int) -> Path:
     return path
 
 
-class _JobsWorld:
+class _JobsWorld(World):
     """One schedule's jobs file, the workers' connections, and a connection to judge with."""
 
     def __init__(self, scenario: JobsScenario, run: Run) -> None:
@@ -353,8 +353,4 @@ class TakeWorld(_JobsWorld):
                 f"job {CONTESTED} was pending and nobody else took it, yet {name}'s call"
                 " answered False and left it pending: a pending job is there to be taken",
             )
-        return None
-
-    def at_end(self) -> Problem | None:
-        """Everything was judged step by step."""
         return None

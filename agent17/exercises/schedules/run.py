@@ -130,7 +130,9 @@ class World(Protocol):
         """After each step: the rule broken so far, if any."""
 
     def at_end(self) -> Problem | None:
-        """After every worker finished: the rule broken, if any."""
+        """After every worker finished: the rule broken, if any (by default every rule was
+        judged step by step)."""
+        return None
 
     def close(self) -> None:
         """Let go of files and connections."""
