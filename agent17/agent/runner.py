@@ -194,18 +194,20 @@ class AgentRunner:
     ) -> ToolCallRecord:
         decision: AuditDecision
         if tool is None:
-            decision, result = (
-                "refused",
-                error_result(ToolCode.UNKNOWN_TOOL, f"no tool {call.name!r}"),
-            )
+            decision = "refused"
+            result = error_result(ToolCode.UNKNOWN_TOOL, f"no tool {call.name!r}")
         elif call.arguments_error is not None:
-            decision, result = (
-                "refused",
-                error_result(ToolCode.INVALID_ARGUMENTS, call.arguments_error),
-            )
+            decision = "refused"
+            result = error_result(ToolCode.INVALID_ARGUMENTS, call.arguments_error)
         else:
             decision, result = self._decide_and_run(call, tool, idempotency_key, ordinal)
         outcome = _outcome(result)
+        self._audit(call, decision, outcome, idempotency_key)
+        return ToolCallRecord(call.id, call.name, call.arguments, decision, outcome, result)
+
+    def _audit(
+        self, call: ToolCall, decision: AuditDecision, outcome: str, idempotency_key: str | None
+    ) -> None:
         if self.audit is not None:
             self.audit.append(
                 identity=self.identity,
@@ -215,7 +217,6 @@ class AgentRunner:
                 outcome=outcome,
                 idempotency_key=idempotency_key,
             )
-        return ToolCallRecord(call.id, call.name, call.arguments, decision, outcome, result)
 
     def _decide_and_run(
         self, call: ToolCall, tool: AnyTool, idempotency_key: str | None, ordinal: int | None
@@ -251,15 +252,7 @@ class AgentRunner:
             result = tool.run(call.arguments, context)
         except Exception:
             # A bug in a tool propagates, but the trail still shows the call was made.
-            if self.audit is not None:
-                self.audit.append(
-                    identity=self.identity,
-                    tool=call.name,
-                    arguments=call.arguments,
-                    decision="allow",
-                    outcome="raised",
-                    idempotency_key=idempotency_key,
-                )
+            self._audit(call, "allow", "raised", idempotency_key)
             raise
         if key is not None and self.ledger is not None and _outcome(result) == "ok":
             self.ledger.record(key, result)
