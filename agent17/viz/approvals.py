@@ -132,9 +132,8 @@ class ButtonApprover:
     @property
     def pending(self) -> ApprovalRequest | None:
         """The oldest request waiting for a button, or None."""
-        with self.condition:
-            waiting = [parked for parked in self._parked if parked.answer is None]
-            return waiting[0].request if waiting else None
+        waiting = self.waiting()
+        return waiting[0] if waiting else None
 
     def waiting(self) -> tuple[ApprovalRequest, ...]:
         """Every request waiting for a button, oldest first (the buttons answer the first)."""
@@ -165,9 +164,6 @@ class ButtonApprover:
             self.condition.notify_all()
             return waiting[0].request
 
-    def _parked_job(self, job: TickJob) -> bool:
-        return any(parked.job is job and parked.answer is None for parked in self._parked)
-
     def start(self, name: str, tick: Callable[[], TickOutcome]) -> TickJob:
         """Run `tick` on a helper thread whose approval requests wait for the buttons."""
         job = TickJob(name)
@@ -179,45 +175,40 @@ class ButtonApprover:
         def run() -> None:
             # Marks this thread as one the buttons answer for.
             self._local.job = job
-            try:
-                outcome = tick()
-            except BaseException as error:  # handed to the clicking thread, which re-raises it
-                with self.condition:
-                    job.error = error
-            else:
-                with self.condition:
-                    job.outcome = outcome
-            finally:
-                with self.condition:
-                    job.done = True
-                    self.condition.notify_all()
+            self._tick(job, tick)
 
         # Daemon: a tick forgotten while parked must never keep the kernel from exiting.
         job.thread = threading.Thread(target=run, name=f"agent17-step-{name}", daemon=True)
         job.thread.start()
         return job
 
+    def _tick(self, job: TickJob, tick: Callable[[], TickOutcome]) -> None:
+        try:
+            outcome = tick()
+        except BaseException as error:  # handed to the stepper, which re-raises it
+            with self.condition:
+                job.error = error
+        else:
+            with self.condition:
+                job.outcome = outcome
+        finally:
+            with self.condition:
+                job.done = True
+                self.condition.notify_all()
+
     def _run_inline(self, job: TickJob, tick: Callable[[], TickOutcome]) -> TickJob:
         self._local.job = job
         try:
-            job.outcome = tick()
-        except BaseException as error:  # handed to the stepper, which re-raises it
-            job.error = error
+            self._tick(job, tick)
         finally:
             self._local.job = None
-            job.done = True
         return job
 
     def _run_as_task(self, job: TickJob, tick: Callable[[], TickOutcome]) -> TickJob:
         async def run() -> None:
             # A task runs in its own copy of the context: this job is seen by its tick only.
             self._task_job.set(job)
-            try:
-                job.outcome = tick()
-            except BaseException as error:  # handed to the stepper, which re-raises it
-                job.error = error
-            finally:
-                job.done = True
+            self._tick(job, tick)
 
         job.task = asyncio.ensure_future(run())
         return job
@@ -225,9 +216,11 @@ class ButtonApprover:
     def settle(self, job: TickJob, timeout: float) -> bool:
         """Wait until `job` has finished or parked on a request; False if `timeout` passed."""
         if job.task is not None:
-            return suspend_until(lambda: job.done or self._parked_job(job), timeout)
+            return suspend_until(lambda: job.done or self.request_of(job) is not None, timeout)
         with self.condition:
-            return self.condition.wait_for(lambda: job.done or self._parked_job(job), timeout)
+            return self.condition.wait_for(
+                lambda: job.done or self.request_of(job) is not None, timeout
+            )
 
 
 def _preview(text: str, width: int) -> str:
