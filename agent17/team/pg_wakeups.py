@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from agent17.armour.pg_schema import plain_name
 from agent17.domain import Refusal
-from agent17.team.sleepers import LeaseDeadline
+from agent17.team.sleepers import NewsWait
 
 if TYPE_CHECKING:
     import psycopg
@@ -131,7 +131,7 @@ class NotificationListener:
         self._drop()
 
 
-class NotifySleeper:
+class NotifySleeper(NewsWait):
     """A teammate's wait on PostgreSQL: ended by a notification, a lease deadline or the poll.
 
     `lease_left()` gives the seconds until the first lease now held runs out, on
@@ -153,10 +153,8 @@ class NotifySleeper:
         self.name = name
         self._board = board_channel
         self._mail = mail_channel
-        self._lease_left = lease_left
-        self._lease = LeaseDeadline()
         self.check_every = check_every
-        self.last_reason = ""
+        super().__init__(lease_left)
 
     def _concerns_me(self, heard: Heard) -> bool:
         return heard.channel == self._board or (
@@ -168,33 +166,8 @@ class NotifySleeper:
         while self.listener.wait(0.0):
             pass
 
-    def wait(self, seconds: float, wake: threading.Event) -> bool:
-        """Wait up to `seconds`; True if a notification, a wake or a lease deadline ended it."""
-        left = self._lease_left()
-        # After the read: `left` was measured on the server, once the query got there;
-        # counting from before it would end the wait that much before the lease does.
-        started = time.monotonic()
-        left, ran_out = self._lease.judge(left)
-        if ran_out:
-            self.last_reason = "lease ran out"
-            return True
-        limit = seconds if left is None else min(seconds, left)
-        while True:
-            if wake.is_set():
-                self.last_reason = "woken"
-                return True
-            elapsed = time.monotonic() - started
-            if elapsed >= limit:
-                if limit < seconds:
-                    self._lease.woke()
-                    self.last_reason = "lease ran out"
-                    return True
-                self.last_reason = "poll interval"
-                return False
-            heard = self.listener.wait(min(self.check_every, limit - elapsed))
-            if heard is None:
-                self.last_reason = "listener reconnected"
-                return True
-            if any(self._concerns_me(note) for note in heard):
-                self.last_reason = "notified"
-                return True
+    def _pause(self, seconds: float, wake: threading.Event) -> str | None:
+        heard = self.listener.wait(min(self.check_every, seconds))
+        if heard is None:
+            return "listener reconnected"
+        return "notified" if any(self._concerns_me(note) for note in heard) else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,28 +36,58 @@ WatcherFactory = Callable[[str], tuple[WatchingSleeper, Callable[[], None]]]
 """Teammate name -> its own watching sleeper, and how to stop it when its worker ends."""
 
 
-class LeaseDeadline:
-    """What a watching sleeper makes of the first lease's seconds left, wait after wait."""
+class NewsWait(ABC):
+    """The wait of a watching sleeper: it ends on a wake, on news of a change, when the first
+    lease now held runs out (`lease_left()`: its seconds left on the board's clock, None when
+    none is held), or after the poll interval; `last_reason` says which."""
 
-    def __init__(self) -> None:
-        self._passed_seen = False
+    def __init__(self, lease_left: Callable[[], float | None]) -> None:
+        self._lease_left = lease_left
+        self._lease_seen_out = False
+        self.last_reason = ""
 
-    def judge(self, left: float | None) -> tuple[float | None, bool]:
-        """(seconds to wait for the lease, or None; True if it ran out already: wake now)."""
+    def _news(self) -> str | None:
+        """Why to wake now, if a change is known of already (before any pause); else None."""
+        return None
+
+    @abstractmethod
+    def _pause(self, seconds: float, wake: threading.Event) -> str | None:
+        """Block up to `seconds`, less when `wake` is set or news may have come; the news."""
+
+    def wait(self, seconds: float, wake: threading.Event) -> bool:
+        """Wait up to `seconds`; True if a wake, news or a lease's end ended it early."""
+        left = self._lease_left()
+        # After the read: counting from before it would end the wait that much before
+        # the lease does.
+        started = time.monotonic()
         if left is None or left > 0:
-            self._passed_seen = False
-            return left, False
-        if not self._passed_seen:
+            self._lease_seen_out = False
+        elif self._lease_seen_out:
+            # Still there after the scan this ran-out lease woke (a plan-blocked pass takes
+            # no task and releases nothing): waking again at once would spin; wait for
+            # news or the poll.
+            left = None
+        else:
             # Ran out after the scan that just ended: wake, the next scan releases it.
-            self._passed_seen = True
-            return None, True
-        # Still there after that scan (a plan-blocked pass takes no task and releases
-        # nothing): waking again at once would spin; wait for news or the poll.
-        return None, False
+            return self._ends("lease ran out")
+        limit = seconds if left is None else min(seconds, left)
+        while True:
+            news = "woken" if wake.is_set() else self._news()
+            elapsed = time.monotonic() - started
+            if news is None and elapsed >= limit:
+                if limit < seconds:
+                    return self._ends("lease ran out")
+                self.last_reason = "poll interval"
+                return False
+            news = news or self._pause(limit - elapsed, wake)
+            if news is not None:
+                return self._ends(news)
 
-    def woke(self) -> None:
-        """A wait just ended at the lease's end: the next one must not end for it again."""
-        self._passed_seen = True
+    def _ends(self, reason: str) -> bool:
+        # A wait ended by a lease's end: the next one must not end for that lease again.
+        self._lease_seen_out = self._lease_seen_out or reason == "lease ran out"
+        self.last_reason = reason
+        return True
 
 
 class EventSleeper:
@@ -185,7 +216,7 @@ class LookEvery:
         wake.wait(seconds)
 
 
-class ChangeWatchingSleeper:
+class ChangeWatchingSleeper(NewsWait):
     """For a teammate in its own process: wake early when another process changed something.
 
     While it waits it looks at the data versions of the files it watches (the
@@ -212,8 +243,7 @@ class ChangeWatchingSleeper:
         self._clock = clock
         self.hints: ChangeHints = hints if hints is not None else LookEvery()
         self._marked: tuple[int, ...] = self._read()
-        self._lease = LeaseDeadline()
-        self.last_reason = ""
+        super().__init__(self._seconds_to_deadline)
 
     def _read(self) -> tuple[int, ...]:
         return tuple(version() for version in self._versions)
@@ -222,31 +252,14 @@ class ChangeWatchingSleeper:
         """Remember what the watched files look like now (before a scan of them)."""
         self._marked = self._read()
 
-    def wait(self, seconds: float, wake: threading.Event) -> bool:
-        """Wait up to `seconds`; True if a wake, a change or a lease expiry ended it early."""
+    def _seconds_to_deadline(self) -> float | None:
+        # On this host's clock: the board is on this host.
         deadline = self._next_deadline()
-        lease_left = None if deadline is None else (deadline - self._clock()).total_seconds()
-        started = time.monotonic()  # after the clock was read: never before the lease ends
-        lease_left, ran_out = self._lease.judge(lease_left)
-        if ran_out:
-            self.last_reason = "lease ran out"
-            return True
-        while True:
-            if wake.is_set():
-                self.last_reason = "woken"
-                return True
-            if self._read() != self._marked:
-                self.last_reason = "changed"
-                return True
-            elapsed = time.monotonic() - started
-            if lease_left is not None and elapsed >= lease_left:
-                self._lease.woke()
-                self.last_reason = "lease ran out"
-                return True
-            if elapsed >= seconds:
-                self.last_reason = "poll interval"
-                return False
-            pause = min(self.hints.next_look(), seconds - elapsed)
-            if lease_left is not None:
-                pause = min(pause, max(lease_left - elapsed, 0.0))
-            self.hints.pause(pause, wake)
+        return None if deadline is None else (deadline - self._clock()).total_seconds()
+
+    def _news(self) -> str | None:
+        return "changed" if self._read() != self._marked else None
+
+    def _pause(self, seconds: float, wake: threading.Event) -> str | None:
+        self.hints.pause(min(self.hints.next_look(), seconds), wake)
+        return None
