@@ -153,7 +153,6 @@ class NotesWorld(World):
 # -- fenced_effect -------------------------------------------------------------------------
 
 LEASE_SECONDS: Final = 60
-LEASE: Final = f"{LEASE_SECONDS} s"
 
 
 @dataclass(frozen=True, slots=True)

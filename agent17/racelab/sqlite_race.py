@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -61,7 +61,6 @@ class _SqliteWorker:
     error: BaseException | None = None
     claim_requested: bool = False
     finished: bool = False
-    results: list[str] = field(default_factory=list)
 
     def start(self) -> None:
         def run() -> None:
