@@ -240,9 +240,10 @@ def _indent(text: str) -> str:
 
 
 def fresh_place(
-    store: str | None, workspace: Path | None, prefix: str
+    store: str | None, workspace: Path | None, prefix: str, out: TextIO, title: str
 ) -> tuple[StoreLocation, Path] | None:
-    """Where a demo's story goes: its store and workspace (a new folder named `prefix`...).
+    """Where a demo's story goes: its store and workspace (a new folder named `prefix`...),
+    said on `out` under the story's `title`.
 
     None, said on stderr, when that store already holds a board: the demo's ids are
     fixed, and a second story on the same board would be a different one.
@@ -255,7 +256,12 @@ def fresh_place(
             file=sys.stderr,
         )
         return None
-    return location, workspace or Path(tempfile.mkdtemp(prefix=prefix))
+    workspace = workspace or Path(tempfile.mkdtemp(prefix=prefix))
+    out.write(f"{title}\nworkspace: {workspace}\n")
+    if location.on_postgres:
+        out.write(f"board and mailbox: {location.shown()}\n")
+    out.write("\n")
+    return location, workspace
 
 
 def run_demo(workspace: Path | None, out: TextIO, *, store: str | None = None) -> int:
@@ -264,19 +270,13 @@ def run_demo(workspace: Path | None, out: TextIO, *, store: str | None = None) -
     `store`: a `postgresql://` URL puts the board and the mailbox in that database
     (it must hold no board yet); the workspace still holds each host's own records.
     """
-    place = fresh_place(store, workspace, "agent17-demo-")
+    title = "agent17 demo: work stealing and autonomy (offline, scripted model, simulated time)"
+    place = fresh_place(store, workspace, "agent17-demo-", out, title)
     if place is None:
         return 2
     location, workspace = place
     simulation = SimulatedTime()
     story = _Story(out)
-    out.write(
-        "agent17 demo: work stealing and autonomy (offline, scripted model, simulated time)\n"
-    )
-    out.write(f"workspace: {workspace}\n")
-    if location.on_postgres:
-        out.write(f"board and mailbox: {location.shown()}\n")
-    out.write("\n")
     team = build_team(demo_settings(workspace, simulation, story, store=store))
     story.team = team
     try:

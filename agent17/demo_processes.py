@@ -103,7 +103,8 @@ def run_process_demo(workspace: Path | None, out: TextIO, *, store: str | None =
     `store`: a `postgresql://` URL (a database with no board yet) for the board and
     the mailbox; each teammate process is started with the same `--store`.
     """
-    place = fresh_place(store, workspace, "agent17-demo-processes-")
+    title = "agent17 demo --processes: alice and bob are separate OS processes"
+    place = fresh_place(store, workspace, "agent17-demo-processes-", out, title)
     if place is None:
         return 2
     location, workspace = place
@@ -113,11 +114,6 @@ def run_process_demo(workspace: Path | None, out: TextIO, *, store: str | None =
     registry = TeamRegistry(mailbox)
     lock = threading.Lock()
     lines: list[str] = []
-    out.write("agent17 demo --processes: alice and bob are separate OS processes\n")
-    out.write(f"workspace: {workspace}\n")
-    if location.on_postgres:
-        out.write(f"board and mailbox: {location.shown()}\n")
-    out.write("\n")
     a = board.create_task("A", "Independent task A.")
     b = board.create_task("B", "Independent task B.")
     board.create_task("C", "Needs both A and B.", blocked_by=[a.id, b.id])
