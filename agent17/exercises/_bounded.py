@@ -22,11 +22,9 @@ What remains: code that writes a forged report into the fork's pipe on purpose c
 fool the kernel. The sandbox keeps accidents and stray patches out of the verdict; it is no
 wall against a student set on cheating their own check.
 
-Where fork does not exist (Windows) `run` happens in a thread of the kernel, in the scratch
-folder: it still fails after the deadline, but a stuck thread cannot be stopped, and it
-shares the kernel's modules. In the browser edition (Pyodide) there is neither: `run` happens
-inline, and a trace function stops it at the first Python line past the deadline (a call that
-runs no Python line, a long sleep, is stopped only once it returns). There the candidate runs
+In the browser edition (Pyodide) there is no fork: `run` happens inline, and a trace
+function stops it at the first Python line past the deadline (a call that runs no Python
+line, a long sleep, is stopped only once it returns). There the candidate runs
 in the kernel itself, so a patch it makes to a checker's module can reach the verdict; its
 answers are still turned into plain values before they are compared.
 """
@@ -36,13 +34,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import multiprocessing
 import os
 import shutil
 import signal
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -51,8 +47,6 @@ from types import FrameType
 from typing import Any, Final, TypeAlias
 
 from agent17.browser import IN_BROWSER
-
-FORK_AVAILABLE: Final = "fork" in multiprocessing.get_all_start_methods()
 
 Plain: TypeAlias = "bool | int | float | str | list[Plain] | dict[str, Plain] | None"
 """What crosses from the sandbox to the verdict: JSON's values."""
@@ -128,8 +122,6 @@ def run_check(checker: Checker, candidate: Any, timeout: float) -> CheckResult:
     """`checker.run(candidate)` in the sandbox, bounded by `timeout` s; the verdict judged here."""
     if IN_BROWSER:
         report = _run_inline(lambda: checker.run(candidate), timeout)
-    elif not FORK_AVAILABLE:
-        report = _run_in_thread(lambda: checker.run(candidate), timeout)
     else:
         report = _run_in_fork(lambda: checker.run(candidate), timeout)
     if report.failed is not None:
@@ -316,7 +308,7 @@ def _children_of(parent: int) -> Iterator[int]:
                 yield int(entry.name)
 
 
-# -- in a thread (no fork), or inline (the browser) ---------------------------------------
+# -- inline (the browser) ---------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -329,22 +321,6 @@ def _in_scratch_folder() -> Iterator[None]:
     finally:
         os.chdir(here)
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _run_in_thread(run: Callable[[], Plain], timeout: float) -> _Report:
-    box: list[_Report] = []
-
-    def target() -> None:
-        try:
-            box.append(_Report(_as_plain(run()), None, ""))
-        except BaseException as error:
-            box.append(_Report(None, raised(error), ""))
-
-    with _in_scratch_folder():
-        thread = threading.Thread(target=target, daemon=True)
-        thread.start()
-        thread.join(timeout)
-    return box[0] if box else _Report(None, _too_slow(timeout), "")
 
 
 NEEDS_THE_OS: Final = (

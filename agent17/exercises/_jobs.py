@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Self
 
-from agent17.exercises._bounded import FORK_AVAILABLE, raised
+from agent17.exercises._bounded import raised
 
 PAUSE_AFTER_SELECT_SECONDS: Final = 0.004
 # Only a candidate that makes others wait without SQLite's write lock (a file lock, say)
@@ -229,7 +229,7 @@ def run_race(candidate: ClaimOne, folder: Path, workers: int, jobs: int) -> str 
     path = folder / "race.sqlite3"
     make_jobs(path, jobs)
     # fork: a candidate defined in a notebook cell is in every worker, as it is.
-    context: Any = multiprocessing.get_context("fork" if FORK_AVAILABLE else "spawn")
+    context: Any = multiprocessing.get_context("fork")
     barriers = (context.Barrier(workers), context.Barrier(workers))
     names = WORKER_NAMES[:workers]
     outs = {name: folder / f"{name}.json" for name in names}
