@@ -194,20 +194,18 @@ class AgentRunner:
     ) -> ToolCallRecord:
         decision: AuditDecision
         if tool is None:
-            decision = "refused"
-            result = error_result(ToolCode.UNKNOWN_TOOL, f"no tool {call.name!r}")
+            decision, result = (
+                "refused",
+                error_result(ToolCode.UNKNOWN_TOOL, f"no tool {call.name!r}"),
+            )
         elif call.arguments_error is not None:
-            decision = "refused"
-            result = error_result(ToolCode.INVALID_ARGUMENTS, call.arguments_error)
+            decision, result = (
+                "refused",
+                error_result(ToolCode.INVALID_ARGUMENTS, call.arguments_error),
+            )
         else:
             decision, result = self._decide_and_run(call, tool, idempotency_key, ordinal)
         outcome = _outcome(result)
-        self._audit(call, decision, outcome, idempotency_key)
-        return ToolCallRecord(call.id, call.name, call.arguments, decision, outcome, result)
-
-    def _audit(
-        self, call: ToolCall, decision: AuditDecision, outcome: str, idempotency_key: str | None
-    ) -> None:
         if self.audit is not None:
             self.audit.append(
                 identity=self.identity,
@@ -217,6 +215,7 @@ class AgentRunner:
                 outcome=outcome,
                 idempotency_key=idempotency_key,
             )
+        return ToolCallRecord(call.id, call.name, call.arguments, decision, outcome, result)
 
     def _decide_and_run(
         self, call: ToolCall, tool: AnyTool, idempotency_key: str | None, ordinal: int | None
@@ -252,7 +251,15 @@ class AgentRunner:
             result = tool.run(call.arguments, context)
         except Exception:
             # A bug in a tool propagates, but the trail still shows the call was made.
-            self._audit(call, "allow", "raised", idempotency_key)
+            if self.audit is not None:
+                self.audit.append(
+                    identity=self.identity,
+                    tool=call.name,
+                    arguments=call.arguments,
+                    decision="allow",
+                    outcome="raised",
+                    idempotency_key=idempotency_key,
+                )
             raise
         if key is not None and self.ledger is not None and _outcome(result) == "ok":
             self.ledger.record(key, result)
