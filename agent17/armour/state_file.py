@@ -367,21 +367,26 @@ class StateFile:
         file whose state changed is `WalOwner.check`'s: a checkpoint, or a backup
         copied over it in place.)
         """
-        folder = self.path.parent
-        try:  # on str paths: this runs in every transaction
-            folder_now = os.lstat(self._folder_text)
+        try:  # on str paths, and no tuples built: this runs in every transaction
+            folder = os.lstat(self._folder_text)
             now = os.lstat(self._path_text)
         except FileNotFoundError:
             raise self._refusal(
                 ErrorCode.UNSAFE_STORE_PATH, f"{self.path} was removed while open"
             ) from None
-        if stat.S_ISLNK(folder_now.st_mode) or _identity(folder_now) != self._folder_identity:
+        folder_device, folder_inode = self._folder_identity
+        if (
+            folder.st_ino != folder_inode
+            or folder.st_dev != folder_device
+            or stat.S_ISLNK(folder.st_mode)
+        ):
             raise self._refusal(
                 ErrorCode.UNSAFE_STORE_PATH,
-                f"{folder} is no longer the state folder this {self.schema.what} opened"
-                " (moved, replaced or made a symbolic link); open it again",
+                f"{self.path.parent} is no longer the state folder this {self.schema.what}"
+                " opened (moved, replaced or made a symbolic link); open it again",
             )
-        if _identity(now) != self._identity or now.st_nlink != 1:
+        device, inode = self._identity
+        if now.st_ino != inode or now.st_dev != device or now.st_nlink != 1:
             raise self._refusal(
                 ErrorCode.UNSAFE_STORE_PATH,
                 f"{self.path} is no longer the file this {self.schema.what} opened"

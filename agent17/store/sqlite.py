@@ -286,31 +286,25 @@ def _edges(text: str) -> list[Edge]:
     ]
 
 
-def _text(column: str) -> Callable[[object], str]:
-    # A column's affinity turns a number into text, but a blob stays a blob: refused
-    # here, inside the transaction, so that a write that reads one back never commits.
-    def read(value: object) -> str:
-        if not isinstance(value, str):
-            raise unreadable(f"a task row has a {column} that is not text: {preview(value)}")
-        return value
+# The row contract's text columns (engine.py). A column's affinity turns a number into
+# text, but a blob stays a blob: refused as the row is read, inside the transaction, so
+# that a write that reads one back never commits.
+_TEXT_COLUMNS: Final = frozenset({"id", "subject", "description", "owner"})
 
-    return read
-
-
-_TEXT_READERS: Final = {
-    column: _text(column) for column in ("id", "subject", "description", "owner")
-}
-
-Reader = Callable[[Any], Any] | None
-_READERS: dict[str, tuple[tuple[str, Reader], ...]] = {}  # by statement: they never change
+Reader = Callable[[Any], Any]
+Shape = tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[str, Reader], ...]]
+"""A statement's column names, its text columns, and its columns read into objects."""
+_SHAPES: dict[str, Shape] = {}  # by statement: they never change
 
 
-def _reader(column: str) -> Reader:
-    if column.endswith("at_utc"):
-        return parse_db_time
-    if column == "edges":
-        return _edges
-    return _TEXT_READERS.get(column)
+def _shape(cursor: sqlite3.Cursor) -> Shape:
+    names = tuple(name for name, *_ in cursor.description)
+    readers = tuple(
+        (name, parse_db_time if name.endswith("at_utc") else _edges)
+        for name in names
+        if name.endswith("at_utc") or name == "edges"
+    )
+    return names, tuple(name for name in names if name in _TEXT_COLUMNS), readers
 
 
 def _adapted(statement: str, cursor: sqlite3.Cursor) -> list[Row]:
@@ -318,18 +312,23 @@ def _adapted(statement: str, cursor: sqlite3.Cursor) -> list[Row]:
     rows: list[sqlite3.Row] = cursor.fetchall()
     if not rows:
         return []
-    readers = _READERS.get(statement)
-    if readers is None:
-        readers = _READERS[statement] = tuple(
-            (name, _reader(name)) for name, *_ in cursor.description
-        )
-    return [
-        {
-            name: value if read is None or value is None else read(value)
-            for (name, read), value in zip(readers, row, strict=True)
-        }
-        for row in rows
-    ]
+    shape = _SHAPES.get(statement)
+    if shape is None:
+        shape = _SHAPES[statement] = _shape(cursor)
+    names, texts, readers = shape
+    adapted: list[Row] = []
+    for row in rows:  # one row, mostly: the hot path reads it with no call per column
+        values = dict(zip(names, row, strict=True))
+        for name in texts:
+            value = values[name]
+            if value is not None and not isinstance(value, str):
+                raise unreadable(f"a task row has a {name} that is not text: {preview(value)}")
+        for name, read in readers:
+            value = values[name]
+            if value is not None:
+                values[name] = read(value)
+        adapted.append(values)
+    return adapted
 
 
 def _execute(
