@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -275,6 +276,23 @@ def test_a_refused_operation_appends_no_event(store: Any) -> None:
 
     assert store.events() == before
     assert store.issued_claim_tokens() == [claim.claim_token]
+
+
+def test_default_task_ids_and_claim_tokens_are_random_version_4_uuids(board: Board) -> None:
+    store = board.raw_store()
+    store.create_tasks([(f"T{n}", "", ()) for n in range(200)])
+    drawn = []
+    while (claim := store.claim_next("alice")) is not None:
+        drawn += [claim.task.id, claim.claim_token]
+    assert len(drawn) == 400 and len(set(drawn)) == 400
+    for text in drawn:
+        parsed = uuid.UUID(text)
+        assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, text)
+    # 122 random bits each: across 400 ids, every digit the format does not fix varies,
+    # and the variant digit takes each of its four values.
+    free = [n for n in range(36) if n not in (8, 13, 14, 18, 19, 23)]
+    assert all(len({text[n] for text in drawn}) > 8 for n in free)
+    assert {text[19] for text in drawn} == set("89ab")
 
 
 def test_an_empty_claim_next_uses_up_no_token(store: Any) -> None:
