@@ -121,6 +121,7 @@ class OfflineBrowser:
     """A Chromium context that reaches only loopback; what it blocked and what broke."""
 
     context: Any
+    playwright: Any
     blocked: list[str] = field(default_factory=list)
     page_errors: list[str] = field(default_factory=list)
 
@@ -163,22 +164,37 @@ def offline_chromium(
     """
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(profile_dir),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=[*CHROMIUM_ARGS, *OFFLINE_ARGS, *args],
-            viewport={"width": 1280, "height": 900},
-        )
-        browser = OfflineBrowser(context)
-        try:
-            if route:
-                context.route("**/*", browser._route)
-            context.on("requestfailed", browser._failed)
-            yield browser
-        finally:
-            context.close()
+    with (
+        sync_playwright() as playwright,
+        offline_context(playwright, profile_dir, route=route, args=args) as browser,
+    ):
+        yield browser
+
+
+@contextmanager
+def offline_context(
+    playwright: Any,
+    profile_dir: Path,
+    *,
+    route: bool = True,
+    args: tuple[str, ...] = (),
+) -> Iterator[OfflineBrowser]:
+    """One offline Chromium of a running Playwright (a process holds one at a time)."""
+    context = playwright.chromium.launch_persistent_context(
+        str(profile_dir),
+        executable_path=str(CHROMIUM),
+        headless=True,
+        args=[*CHROMIUM_ARGS, *OFFLINE_ARGS, *args],
+        viewport={"width": 1280, "height": 900},
+    )
+    browser = OfflineBrowser(context, playwright)
+    try:
+        if route:
+            context.route("**/*", browser._route)
+        context.on("requestfailed", browser._failed)
+        yield browser
+    finally:
+        context.close()
 
 
 def run_all_cells(page: Any, timeout_ms: int = RUN_ALL_MS) -> float:

@@ -14,7 +14,8 @@ Each core notebook runs top to bottom; then:
   right answer passes; and every exercise the browser can check passes there;
 - no core notebook fetches python_stdlib_rest.zip; a module in it imports at its first
   import, which fetches it once; a later kernel takes Pyodide's WebAssembly module from
-  Cache Storage, where the site's service worker keeps it;
+  Cache Storage, where the site's service worker keeps it; a browser without service
+  workers inflates the module's .gz itself;
 - the race exercises are checked schedule by schedule in the kernel: each starter gets
   NOT YET with the schedule that broke it (claim_one's shown, words and picture), a
   right answer typed into a cell passes (the seconds each check took go to
@@ -39,6 +40,7 @@ from site_harness import (
     built_site,
     cell_outputs,
     offline_chromium,
+    offline_context,
     output_text,
     run_all_cells,
     serving,
@@ -176,6 +178,29 @@ def test_a_later_kernel_takes_pyodides_webassembly_from_cache_storage(site: Site
     packed = site.folder / "static" / "pyodide" / "pyodide.asm.wasm.gz"
     digest = hashlib.sha256(packed.read_bytes()).hexdigest()[:16]
     assert holding == [f"agent17-pyodide-wasm-{digest}"]  # one cache, this module's
+
+
+def test_without_service_workers_the_kernel_inflates_pyodides_module_itself(
+    site: Site, tmp_path: Path
+) -> None:
+    # The site stores the module gzipped only, so a browser without service workers
+    # (Firefox's private windows) gets a 404 for its plain URL; load_pyodide.mjs then
+    # fetches the .gz and inflates it. (Playwright's service_workers="block" is no such
+    # browser: JupyterLite still believes it registered one, and waits on it.)
+    for page in site.pages.values():  # one kernel at a time on a small machine
+        page.close()
+    site.pages.clear()
+    packed = f"{site.base_url}/static/pyodide/pyodide.asm.wasm.gz"
+    with offline_context(site.browser.playwright, tmp_path / "profile") as browser:
+        browser.context.add_init_script("delete Navigator.prototype.serviceWorker;")
+        asked: list[str] = []
+        browser.context.on("request", lambda request: asked.append(request.url))
+        page = browser.open_notebook(site.base_url, CORE[0])
+        cell = _new_cell(page, "print(6 * 7)")
+        _run_cells(page, [cell])
+        assert _cell_text(page, cell) == "stdout: 42\n"
+        assert asked.count(packed) == 1
+        assert browser.page_errors == [] and browser.blocked == []
 
 
 def test_a_module_no_kernel_start_imports_is_fetched_at_its_first_import(site: Site) -> None:
