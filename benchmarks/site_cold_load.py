@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from site_harness import (
     KERNEL_READY_MS,
-    _QuietHandler,
+    QuietHandler,
     built_site,
     offline_chromium,
     run_all_cells,
@@ -90,7 +90,7 @@ RESOURCES = """() => [performance.timeOrigin,
 COMPRESSED_TYPES = ("text/", "application/javascript", "application/json", "application/wasm")
 
 
-class GzipHandler(_QuietHandler):
+class GzipHandler(QuietHandler):
     """Sends text, JavaScript, JSON and WebAssembly gzipped to a browser that accepts it."""
 
     def send_head(self) -> Any:
@@ -263,7 +263,7 @@ def main() -> int:
     print(f"load average (1, 5, 15 min) at the start: {_load()}")
     visits: dict[tuple[str, Path], list[Visit]] = {}
 
-    def session(site: Path, folder: Path, handler: type[_QuietHandler]) -> tuple[Visit, Visit]:
+    def session(site: Path, folder: Path, handler: type[QuietHandler]) -> tuple[Visit, Visit]:
         with serving(site, handler) as base_url:
             profile, netlog = folder / "profile", folder / "net.json"
             return class_session(base_url, profile, netlog, options.first, options.later)
@@ -272,7 +272,7 @@ def main() -> int:
         for round_number in range(1, options.rounds + 1):
             for number, site in enumerate(sites, 1):
                 first, later = session(
-                    site, Path(scratch) / f"{round_number}-{number}", _QuietHandler
+                    site, Path(scratch) / f"{round_number}-{number}", QuietHandler
                 )
                 visits.setdefault(("first visit", site), []).append(first)
                 visits.setdefault(("later notebook", site), []).append(later)

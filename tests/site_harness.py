@@ -86,7 +86,7 @@ def built_site(site: Path = SITE) -> Path:
     return site
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
     extensions_map: ClassVar[dict[str, str]] = {
         **http.server.SimpleHTTPRequestHandler.extensions_map,
         ".mjs": "text/javascript",
@@ -98,7 +98,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextmanager
-def serving(folder: Path, handler_class: type[_QuietHandler] = _QuietHandler) -> Iterator[str]:
+def serving(folder: Path, handler_class: type[QuietHandler] = QuietHandler) -> Iterator[str]:
     """Serve `folder` on 127.0.0.1 (a free port) from a thread; yields the base URL."""
     handler = functools.partial(handler_class, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)

@@ -15,7 +15,8 @@ Each core notebook runs top to bottom; then:
 - no core notebook fetches python_stdlib_rest.zip; a module in it imports at its first
   import, which fetches it once; a later kernel takes Pyodide's WebAssembly module from
   Cache Storage, where the site's service worker keeps it; a browser without service
-  workers inflates the module's .gz itself;
+  workers inflates the module's .gz itself, and so does a kernel whose service worker
+  fails; a worker whose Cache Storage fails still serves the module;
 - the race exercises are checked schedule by schedule in the kernel: each starter gets
   NOT YET with the schedule that broke it (claim_one's shown, words and picture), a
   right answer typed into a cell passes (the seconds each check took go to
@@ -37,6 +38,7 @@ import pytest
 from browser_harness import ARTIFACTS, CHROMIUM
 from site_harness import (
     OfflineBrowser,
+    QuietHandler,
     built_site,
     cell_outputs,
     offline_chromium,
@@ -200,6 +202,69 @@ def test_without_service_workers_the_kernel_inflates_pyodides_module_itself(
         _run_cells(page, [cell])
         assert _cell_text(page, cell) == "stdout: 42\n"
         assert asked.count(packed) == 1
+        assert browser.page_errors == [] and browser.blocked == []
+
+
+# What a failing service worker is made of: (text of inflating_service_worker.js, what
+# replaces it).
+FAILING_WORKERS = {
+    # Cache Storage full (a private window's small quota) or refused: the worker answers
+    # with the inflated module without keeping it.
+    "cache_storage_full": (
+        "await caches.open(WASM_CACHE)",
+        'await Promise.reject(new DOMException("full", "QuotaExceededError"))',
+    ),
+    # A worker whose answer fails: the kernel's fetch is a network error, and
+    # load_pyodide.mjs inflates the .gz itself.
+    "answer_fails": (
+        "event.respondWith(answer(event.request, INFLATED[path]));",
+        'event.respondWith(Promise.reject(new TypeError("the worker failed")));',
+    ),
+}
+
+
+@pytest.mark.parametrize("failure", sorted(FAILING_WORKERS))
+def test_a_failing_service_worker_still_lets_the_kernel_start(
+    site: Site, tmp_path: Path, failure: str
+) -> None:
+    for page in site.pages.values():  # one kernel at a time on a small machine
+        page.close()
+    site.pages.clear()
+    worker = (site.folder / "service-worker.js").read_text(encoding="utf-8")
+    text, replacement = FAILING_WORKERS[failure]
+    assert worker.count(text) == 1
+    broken = worker.replace(text, replacement).encode("utf-8")
+
+    class FailingWorker(QuietHandler):
+        def do_GET(self) -> None:
+            if self.path.split("?")[0] != "/service-worker.js":
+                super().do_GET()
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/javascript")
+            self.send_header("Content-Length", str(len(broken)))
+            self.end_headers()
+            self.wfile.write(broken)
+
+    with (
+        serving(site.folder, FailingWorker) as base_url,
+        offline_context(site.browser.playwright, tmp_path / "profile") as browser,
+    ):
+        packed: list[str] = []
+
+        def asked(request: Any) -> None:
+            if request.url.endswith("/pyodide.asm.wasm.gz"):
+                packed.append("worker" if request.service_worker is not None else "kernel")
+
+        browser.context.on("request", asked)
+        page = browser.open_notebook(base_url, CORE[0])
+        cell = _new_cell(page, "print(6 * 7)")
+        _run_cells(page, [cell])
+        assert _cell_text(page, cell) == "stdout: 42\n"
+        # The kernel asks for the .gz itself only when the worker failed it (JupyterLite's
+        # worker then passes that request on, a second "worker" one).
+        expected = ["worker"] if failure == "cache_storage_full" else ["kernel", "worker"]
+        assert sorted(packed) == expected
         assert browser.page_errors == [] and browser.blocked == []
 
 

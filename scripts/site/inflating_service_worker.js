@@ -33,22 +33,28 @@ async function inflated(request, type) {
 }
 
 async function kept(request, type) {
-  const cache = await caches.open(WASM_CACHE);
-  const found = await cache.match(request);
-  if (found) {
-    return found;
-  }
-  const response = await inflated(request, type);
-  if (!response.ok) {
-    return response;
-  }
-  await cache.put(request, response);
-  for (const name of await caches.keys()) {
-    if (name.startsWith(WASM_CACHE_PREFIX) && name !== WASM_CACHE) {
-      await caches.delete(name);
+  try {
+    const cache = await caches.open(WASM_CACHE);
+    const found = await cache.match(request);
+    if (found) {
+      return found;
     }
+    const response = await inflated(request, type);
+    if (!response.ok) {
+      return response;
+    }
+    await cache.put(request, response);
+    for (const name of await caches.keys()) {
+      if (name.startsWith(WASM_CACHE_PREFIX) && name !== WASM_CACHE) {
+        await caches.delete(name);
+      }
+    }
+    return await cache.match(request);
+  } catch {
+    // Cache Storage full or unavailable: the module is still served, only not kept (a
+    // failed answer here would fail the kernel's fetch, not fall back).
+    return inflated(request, type);
   }
-  return cache.match(request);
 }
 
 self.addEventListener("fetch", (event) => {

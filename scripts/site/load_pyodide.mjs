@@ -49,9 +49,10 @@ async function inflatedWasm() {
 }
 
 async function wasmResponse() {
-  // The site's service worker answers for the module's own URL (inflating_service_worker.js).
-  const served = await stockFetch(WASM);
-  return served.ok ? served : inflatedWasm();
+  // The site's service worker answers for the module's own URL (inflating_service_worker.js);
+  // without one that URL is a 404, and a worker that failed is a network error.
+  const served = await stockFetch(WASM).catch(() => null);
+  return served && served.ok ? served : inflatedWasm();
 }
 
 async function checked(response, integrity) {
