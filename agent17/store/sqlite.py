@@ -299,11 +299,10 @@ _SHAPES: dict[str, Shape] = {}  # by statement: they never change
 
 def _shape(cursor: sqlite3.Cursor) -> Shape:
     names = tuple(name for name, *_ in cursor.description)
-    readers = tuple(
-        (name, parse_db_time if name.endswith("at_utc") else _edges)
-        for name in names
-        if name.endswith("at_utc") or name == "edges"
+    readers: tuple[tuple[str, Reader], ...] = tuple(
+        (name, parse_db_time) for name in names if name.endswith("at_utc")
     )
+    readers += tuple((name, _edges) for name in names if name == "edges")
     return names, tuple(name for name in names if name in _TEXT_COLUMNS), readers
 
 

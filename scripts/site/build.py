@@ -413,8 +413,9 @@ def with_packages(stdlib: Path, wheels: list[Path], target: Path) -> None:
                     seen.add(info.filename)
                     info.compress_type = zipfile.ZIP_STORED
                     module = _not_imported_module(info.filename)
+                    if module:
+                        rest_names.append(module)
                     (rest if module else merged).writestr(info, archive.read(info))
-                    rest_names += [module] if module else []
         merged.writestr(STDLIB_REST_INDEX, "".join(f"{name}\n" for name in sorted(rest_names)))
 
 
